@@ -1,0 +1,54 @@
+# Two commands do everything on a fresh clone: `make demo` and `make test`.
+# Both bootstrap themselves: uv (from PyPI) into .tools/, the locked stack into .venv/,
+# the Airflow home into .airflow/ with its SQLite database migrated.
+SHELL := /bin/bash
+PY_BOOT ?= python3
+UV_VERSION := 0.13.8
+UV := .tools/uv/bin/uv
+VENV := .venv
+PY := $(VENV)/bin/python
+export AIRFLOW_HOME := $(CURDIR)/.airflow
+export AIRFLOW_CONFIG := $(CURDIR)/airflow.cfg
+export KMIGRATE_PROJECT_ROOT := $(CURDIR)
+export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
+export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: all venv airflow-home test demo bench lint clean schemas
+
+all: test
+
+$(UV):
+	$(PY_BOOT) -m pip install --quiet --disable-pip-version-check --target .tools/uv uv==$(UV_VERSION)
+
+$(VENV)/.synced: uv.lock pyproject.toml | $(UV)
+	$(UV) sync --frozen --quiet
+	touch $@
+
+venv: $(VENV)/.synced
+
+# Airflow reads airflow.cfg from the project; the home holds its SQLite db and logs.
+$(AIRFLOW_HOME)/.migrated: $(VENV)/.synced airflow.cfg
+	mkdir -p $(AIRFLOW_HOME)
+	$(VENV)/bin/airflow db migrate > $(AIRFLOW_HOME)/db-migrate.log 2>&1 || { tail -30 $(AIRFLOW_HOME)/db-migrate.log; exit 1; }
+	touch $@
+
+airflow-home: $(AIRFLOW_HOME)/.migrated
+
+test: venv airflow-home
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+demo: venv airflow-home
+	$(PY) -m migration.demo $(DEMO_ARGS)
+
+bench: venv
+	$(PY) -m bench.run $(BENCH_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+schemas: venv
+	$(PY) -m migration.schema_export
+
+clean:
+	rm -rf out .airflow .pytest_cache
