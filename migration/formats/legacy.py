@@ -1,0 +1,446 @@
+"""Message formats v0 and v1 (magic 0 and 1): log entries, messages and compressed wrappers.
+
+Log entry:  offset int64 | message_size int32 | message
+Message:    crc uint32 | magic int8 | attributes int8 | [v1: timestamp int64]
+            | key_length int32 | key | value_length int32 | value
+  crc         CRC-32 (IEEE, zlib) of bytes [magic, end of message)
+  attributes  bits 0-2 codec, bit 3 (v1) timestamp type: 0 CreateTime, 1 LogAppendTime
+  lengths     -1 = null
+A compressed wrapper's value holds inner log entries (uncompressed, same magic). The wrapper's
+offset is the absolute offset of its last inner message; inner offsets are absolute in v0
+and relative to the first inner message in v1 (holes from compaction kept). A v1
+LogAppendTime wrapper's timestamp applies to every inner message.
+
+Facts: kafka-formats.md §1.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+
+from . import compression as codecs
+from .errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, UnsupportedCodecError
+from .model import (
+    LOG_OVERHEAD,
+    MAGIC_V0,
+    MAGIC_V1,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    Compression,
+    Record,
+    TimestampType,
+)
+
+# offset, size, crc, magic, attributes: the part every legacy entry starts with (18 bytes)
+_ENTRY_HEAD = struct.Struct(">qiIbb")
+_TIMESTAMP = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_V0_HEAD = struct.Struct(">Ibb")  # crc, magic, attributes
+_V1_HEAD = struct.Struct(">Ibbq")  # crc, magic, attributes, timestamp
+_ENTRY_PREFIX = struct.Struct(">qi")
+
+ATTRIBUTE_CODEC_MASK = 0x07
+ATTRIBUTE_TIMESTAMP_TYPE_MASK = 0x08
+V0_RECORD_OVERHEAD = 14
+V1_RECORD_OVERHEAD = 22
+
+
+def record_overhead(magic: int) -> int:
+    return V0_RECORD_OVERHEAD if magic == MAGIC_V0 else V1_RECORD_OVERHEAD
+
+
+class LegacyBatch:
+    """A shallow v0/v1 log entry: an uncompressed message or a compressed wrapper.
+
+    Holds a view of the buffer it was read from and its position there; ``position`` is the
+    position in the file (what indexes point at).
+    """
+
+    __slots__ = (
+        "_buf",
+        "_at",
+        "position",
+        "offset",
+        "size",
+        "crc",
+        "magic",
+        "attributes",
+        "timestamp",
+        "_inner",
+    )
+
+    def __init__(self, buf: memoryview, at: int, position: int) -> None:
+        self._buf = buf
+        self._at = at
+        self.position = position
+        self.offset, self.size, self.crc, self.magic, self.attributes = _ENTRY_HEAD.unpack_from(buf, at)
+        if self.size < record_overhead(self.magic) or self.magic not in (MAGIC_V0, MAGIC_V1):
+            if self.magic not in (MAGIC_V0, MAGIC_V1):
+                raise CorruptRecordError(
+                    "bad magic in legacy entry", position=position + 16, expected="0 or 1", found=self.magic
+                )
+            raise CorruptRecordError(
+                "message size below the record overhead",
+                position=position + 8,
+                expected=f">= {record_overhead(self.magic)}",
+                found=self.size,
+            )
+        if self.magic == MAGIC_V1:
+            (self.timestamp,) = _TIMESTAMP.unpack_from(buf, at + 18)
+        else:
+            self.timestamp = NO_TIMESTAMP
+        self._inner: list[LegacyBatch] | None = None
+
+    # -- header-level properties (cheap)
+    @property
+    def size_in_bytes(self) -> int:
+        return LOG_OVERHEAD + self.size
+
+    @property
+    def compression(self) -> Compression:
+        return codecs.check_codec(self.attributes & ATTRIBUTE_CODEC_MASK, self.magic, self.position + 17)
+
+    @property
+    def is_compressed(self) -> bool:
+        return bool(self.attributes & ATTRIBUTE_CODEC_MASK)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        if self.magic == MAGIC_V0:
+            return TimestampType.NO_TIMESTAMP_TYPE
+        return (
+            TimestampType.LOG_APPEND_TIME
+            if self.attributes & ATTRIBUTE_TIMESTAMP_TYPE_MASK
+            else (TimestampType.CREATE_TIME)
+        )
+
+    @property
+    def last_offset(self) -> int:
+        return self.offset
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.timestamp
+
+    # v2-only header fields, reported as Kafka reports them for legacy batches
+    partition_leader_epoch = NO_PARTITION_LEADER_EPOCH
+    producer_id = NO_PRODUCER_ID
+    producer_epoch = NO_PRODUCER_EPOCH
+    base_sequence = NO_SEQUENCE
+    is_transactional = False
+    is_control = False
+
+    def _key_value(self) -> tuple[memoryview | None, memoryview | None, int]:
+        buf = self._buf
+        start = self._at + LOG_OVERHEAD
+        end = start + self.size
+        p = start + (18 if self.magic == MAGIC_V1 else 10) - 4
+        (klen,) = _I32.unpack_from(buf, p)
+        p += 4
+        key = None
+        if klen >= 0:
+            if p + klen + 4 > end:
+                raise CorruptRecordError(
+                    "key overruns the message",
+                    position=self.position + (p - self._at) - 4,
+                    expected=f"<= {end - p - 4}",
+                    found=klen,
+                )
+            key = buf[p : p + klen]
+            p += klen
+        elif klen != -1:
+            raise CorruptRecordError(
+                "negative key length",
+                position=self.position + (p - self._at) - 4,
+                expected="-1 or >= 0",
+                found=klen,
+            )
+        if p + 4 > end:
+            raise CorruptRecordError(
+                "value length overruns the message", position=self.position + (p - self._at)
+            )
+        (vlen,) = _I32.unpack_from(buf, p)
+        p += 4
+        value = None
+        if vlen >= 0:
+            if p + vlen > end:
+                raise CorruptRecordError(
+                    "value overruns the message",
+                    position=self.position + (p - self._at) - 4,
+                    expected=f"<= {end - p}",
+                    found=vlen,
+                )
+            value = buf[p : p + vlen]
+            p += vlen
+        elif vlen != -1:
+            raise CorruptRecordError(
+                "negative value length",
+                position=self.position + (p - self._at) - 4,
+                expected="-1 or >= 0",
+                found=vlen,
+            )
+        return key, value, end - p
+
+    @property
+    def key(self) -> bytes | None:
+        k = self._key_value()[0]
+        return None if k is None else bytes(k)
+
+    @property
+    def value(self) -> bytes | None:
+        v = self._key_value()[1]
+        return None if v is None else bytes(v)
+
+    def compute_checksum(self) -> int:
+        start = self._at + 16
+        return zlib.crc32(self._buf[start : self._at + LOG_OVERHEAD + self.size])
+
+    def is_valid(self) -> bool:
+        return self.compute_checksum() == self.crc
+
+    def ensure_valid(self) -> None:
+        """Check the CRC and that key and value fill the message exactly."""
+        actual = self.compute_checksum()
+        if actual != self.crc:
+            raise InvalidCrcError(
+                f"message CRC mismatch (offset {self.offset})",
+                position=self.position + 12,
+                expected=f"{actual:#010x}",
+                found=f"{self.crc:#010x}",
+            )
+        _, value, rest = self._key_value()
+        if rest:
+            raise CorruptRecordError(
+                f"{rest} bytes after the value", position=self.position + self.size_in_bytes - rest
+            )
+        if self.is_compressed and value is None:
+            raise CorruptRecordError("compressed wrapper with a null value", position=self.position)
+
+    # -- deep iteration
+    def inner(self) -> list[LegacyBatch]:
+        """The inner messages of a compressed wrapper, with absolute offsets in ``offset``
+        (v1 relative offsets are resolved); for an uncompressed message, itself."""
+        if not self.is_compressed:
+            return [self]
+        if self._inner is not None:
+            return self._inner
+        codec = self.compression
+        _, value, _ = self._key_value()
+        if value is None:
+            raise CorruptRecordError("compressed wrapper with a null value", position=self.position)
+        value_pos = self.position + self.size_in_bytes - len(value)
+        try:
+            data = codecs.decompress(codec, value, self.magic)
+        except KafkaFormatError as exc:
+            raise exc.located(None, value_pos) from None
+        inner = _parse_inner(memoryview(data), self, value_pos)
+        self._inner = inner
+        return inner
+
+    @property
+    def base_offset(self) -> int:
+        return self.inner()[0].offset if self.is_compressed else self.offset
+
+    @property
+    def record_count(self) -> int:
+        return len(self.inner())
+
+    def records(self) -> Iterator[Record]:
+        """Logical records with effective timestamps (a LogAppendTime wrapper's applies)."""
+        if not self.is_compressed:
+            key, value, _ = self._key_value()
+            yield Record(
+                self.offset,
+                self.timestamp,
+                None if key is None else bytes(key),
+                None if value is None else bytes(value),
+            )
+            return
+        lat = self.magic == MAGIC_V1 and self.attributes & ATTRIBUTE_TIMESTAMP_TYPE_MASK
+        for m in self.inner():
+            key, value, _ = m._key_value()
+            yield Record(
+                m.offset,
+                self.timestamp if lat else m.timestamp,
+                None if key is None else bytes(key),
+                None if value is None else bytes(value),
+            )
+
+
+def _parse_inner(data: memoryview, wrapper: LegacyBatch, value_pos: int) -> list[LegacyBatch]:
+    """Split decompressed wrapper content into inner messages. Positions in errors point at
+    the wrapper's value in the file (inner bytes have no file position of their own)."""
+    inner: list[LegacyBatch] = []
+    pos = 0
+    end = len(data)
+    while pos < end:
+        if end - pos < LOG_OVERHEAD + V0_RECORD_OVERHEAD:
+            raise CorruptRecordError(
+                f"{end - pos} stray bytes after the inner messages of the wrapper at offset {wrapper.offset}",
+                position=value_pos,
+            )
+        (_, size) = _ENTRY_PREFIX.unpack_from(data, pos)
+        if size < V0_RECORD_OVERHEAD or pos + LOG_OVERHEAD + size > end:
+            raise CorruptRecordError(
+                f"bad inner message size in the wrapper at offset {wrapper.offset}",
+                position=value_pos,
+                expected=f"{V0_RECORD_OVERHEAD}..{end - pos - LOG_OVERHEAD}",
+                found=size,
+            )
+        try:
+            m = LegacyBatch(data, pos, value_pos)
+        except KafkaFormatError as exc:
+            raise CorruptRecordError(
+                f"inner message of the wrapper at offset {wrapper.offset}: {exc.message}", position=value_pos
+            ) from None
+        if m.magic != wrapper.magic:
+            raise CorruptRecordError(
+                f"inner message magic does not match the wrapper at offset {wrapper.offset}",
+                position=value_pos,
+                expected=wrapper.magic,
+                found=m.magic,
+            )
+        if m.is_compressed:
+            raise CorruptRecordError(
+                f"compressed message inside the wrapper at offset {wrapper.offset}", position=value_pos
+            )
+        if m.compute_checksum() != m.crc:
+            raise InvalidCrcError(
+                f"inner message CRC mismatch in the wrapper at offset {wrapper.offset} "
+                f"(inner offset field {m.offset})",
+                position=value_pos,
+                expected=f"{m.compute_checksum():#010x}",
+                found=f"{m.crc:#010x}",
+            )
+        inner.append(m)
+        pos += LOG_OVERHEAD + size
+    if not inner:
+        raise CorruptRecordError(f"wrapper at offset {wrapper.offset} holds no message", position=value_pos)
+    if wrapper.magic == MAGIC_V1:
+        last_rel = inner[-1].offset
+        if wrapper.offset != 0:  # offset 0: absolute inner offsets, tolerated for some producers
+            if wrapper.offset < last_rel:
+                raise CorruptRecordError(
+                    "wrapper offset below its last relative inner offset",
+                    position=wrapper.position,
+                    expected=f">= {last_rel}",
+                    found=wrapper.offset,
+                )
+            base = wrapper.offset - last_rel
+            for m in inner:
+                m.offset = base + m.offset
+    prev = -1
+    for m in inner:
+        if m.offset <= prev:
+            raise CorruptRecordError(
+                f"inner offsets not increasing in the wrapper at offset {wrapper.offset}",
+                position=value_pos,
+                expected=f"> {prev}",
+                found=m.offset,
+            )
+        prev = m.offset
+    if inner[-1].offset != wrapper.offset and wrapper.offset != 0:
+        raise CorruptRecordError(
+            "wrapper offset is not its last inner offset",
+            position=wrapper.position,
+            expected=inner[-1].offset,
+            found=wrapper.offset,
+        )
+    return inner
+
+
+# ---------------------------------------------------------------- writers
+
+
+def encode_message(
+    offset: int,
+    magic: int,
+    attributes: int,
+    timestamp: int,
+    key: bytes | memoryview | None,
+    value: bytes | memoryview | None,
+) -> bytes:
+    """One log entry holding one message, with its CRC."""
+    if magic not in (MAGIC_V0, MAGIC_V1):
+        raise ValueError(f"legacy magic must be 0 or 1, not {magic}")
+    if magic == MAGIC_V1 and timestamp < 0 and timestamp != NO_TIMESTAMP:
+        raise ValueError(f"invalid timestamp {timestamp}")
+    body = bytearray()
+    body += (
+        _V1_HEAD.pack(0, magic, attributes, timestamp)
+        if magic == MAGIC_V1
+        else _V0_HEAD.pack(0, magic, attributes)
+    )
+    if key is None:
+        body += b"\xff\xff\xff\xff"
+    else:
+        body += _I32.pack(len(key))
+        body += key
+    if value is None:
+        body += b"\xff\xff\xff\xff"
+    else:
+        body += _I32.pack(len(value))
+        body += value
+    struct.pack_into(">I", body, 0, zlib.crc32(memoryview(body)[4:]))
+    return _ENTRY_PREFIX.pack(offset, len(body)) + bytes(body)
+
+
+def build_wrapper(
+    records: Sequence[Record],
+    *,
+    magic: int,
+    compression: Compression,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    log_append_time: int | None = None,
+) -> bytes:
+    """A compressed wrapper as a broker writes it: inner offsets absolute (v0) or relative to
+    the first record (v1, holes kept), wrapper offset = last record's offset, v1 wrapper
+    timestamp = max inner timestamp (CreateTime) or the append time (LogAppendTime, also
+    stamped into the inner messages)."""
+    if not records:
+        raise ValueError("a wrapper holds at least one record")
+    if compression is Compression.NONE:
+        raise ValueError("a wrapper needs a codec")
+    if compression is Compression.ZSTD:
+        raise UnsupportedCodecError("zstd is not allowed below magic 2", found="zstd")
+    base = records[0].offset
+    lat = magic == MAGIC_V1 and timestamp_type is TimestampType.LOG_APPEND_TIME
+    if lat and log_append_time is None:
+        raise ValueError("a LogAppendTime wrapper needs its append time")
+    inner_attr = ATTRIBUTE_TIMESTAMP_TYPE_MASK if lat else 0
+    parts = []
+    prev = None
+    max_ts = NO_TIMESTAMP
+    for r in records:
+        if prev is not None and r.offset <= prev:
+            raise ValueError("record offsets must increase inside a wrapper")
+        prev = r.offset
+        rel = r.offset if magic == MAGIC_V0 else r.offset - base
+        ts = NO_TIMESTAMP if magic == MAGIC_V0 else (log_append_time if lat else r.timestamp)
+        if ts > max_ts:
+            max_ts = ts
+        parts.append(encode_message(rel, magic, inner_attr, ts, r.key, r.value))
+    payload = codecs.compress(compression, b"".join(parts), magic)
+    attributes = int(compression) | inner_attr
+    wrapper_ts = log_append_time if lat else max_ts
+    return encode_message(
+        records[-1].offset,
+        magic,
+        attributes,
+        wrapper_ts if magic == MAGIC_V1 else NO_TIMESTAMP,
+        None,
+        payload,
+    )
+
+
+def build_messages(records: Iterable[Record], *, magic: int) -> bytes:
+    """Uncompressed messages, one log entry each (CreateTime for v1)."""
+    return b"".join(
+        encode_message(r.offset, magic, 0, r.timestamp if magic == MAGIC_V1 else NO_TIMESTAMP, r.key, r.value)
+        for r in records
+    )

@@ -1,0 +1,474 @@
+"""Record batch v2 (magic 2).
+
+Header (61 bytes, big-endian):
+  0  BaseOffset int64            | 35 MaxTimestamp int64
+  8  Length int32 (size - 12)    | 43 ProducerId int64
+  12 PartitionLeaderEpoch int32  | 51 ProducerEpoch int16
+  16 Magic int8 = 2              | 53 BaseSequence int32
+  17 CRC uint32 (CRC-32C of [21, end))  | 57 RecordsCount int32
+  21 Attributes int16: bits 0-2 codec, 3 LogAppendTime, 4 transactional, 5 control,
+     6 delete horizon in BaseTimestamp
+  23 LastOffsetDelta int32
+  27 BaseTimestamp int64
+Records (after byte 61, compressed as one stream when the codec is set), each:
+  Length varint | Attributes int8 | TimestampDelta varlong | OffsetDelta varint
+  | KeyLength varint | Key | ValueLength varint | Value | HeadersCount varint
+  | (HeaderKeyLength varint, HeaderKey, HeaderValueLength varint, HeaderValue)*
+
+Facts: kafka-formats.md §2.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+
+import crc32c
+
+from . import compression as codecs
+from .errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, TruncatedError
+from .model import (
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    Compression,
+    Header,
+    Record,
+    TimestampType,
+)
+from .varint import _decode_varint_slow, encode_varint
+
+RECORD_BATCH_OVERHEAD = 61
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+RECORDS_COUNT_OFFSET = 57
+
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+DELETE_HORIZON_FLAG_MASK = 0x40
+
+INT32_MAX = 2**31 - 1
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count (40 bytes)
+_PREFIX = struct.Struct(">qiib")  # base offset, length, leader epoch, magic
+_CRC = struct.Struct(">I")
+
+
+class RecordBatch:
+    """A v2 batch read from a buffer; ``position`` is its position in the file."""
+
+    __slots__ = (
+        "_buf",
+        "_at",
+        "position",
+        "base_offset",
+        "length",
+        "partition_leader_epoch",
+        "magic",
+        "crc",
+        "attributes",
+        "last_offset_delta",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "records_count",
+    )
+
+    def __init__(self, buf: memoryview, at: int, position: int) -> None:
+        self._buf = buf
+        self._at = at
+        self.position = position
+        (
+            self.base_offset,
+            self.length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.records_count,
+        ) = _HEADER.unpack_from(buf, at)
+        if self.length + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                "record batch smaller than its header",
+                position=position + 8,
+                expected=f">= {RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}",
+                found=self.length,
+            )
+
+    @property
+    def size_in_bytes(self) -> int:
+        return LOG_OVERHEAD + self.length
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> Compression:
+        return codecs.check_codec(self.attributes & COMPRESSION_CODEC_MASK, MAGIC_V2, self.position + 22)
+
+    @property
+    def is_compressed(self) -> bool:
+        return bool(self.attributes & COMPRESSION_CODEC_MASK)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return (
+            TimestampType.LOG_APPEND_TIME
+            if self.attributes & TIMESTAMP_TYPE_MASK
+            else TimestampType.CREATE_TIME
+        )
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_FLAG_MASK)
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0
+
+    @property
+    def record_count(self) -> int:
+        return self.records_count
+
+    @property
+    def last_sequence(self) -> int:
+        return (
+            increment_sequence(self.base_sequence, self.last_offset_delta)
+            if self.base_sequence >= 0
+            else (NO_SEQUENCE)
+        )
+
+    def compute_checksum(self) -> int:
+        return crc32c.crc32c(self._buf[self._at + ATTRIBUTES_OFFSET : self._at + LOG_OVERHEAD + self.length])
+
+    def is_valid(self) -> bool:
+        return self.compute_checksum() == self.crc
+
+    def ensure_valid(self) -> None:
+        actual = self.compute_checksum()
+        if actual != self.crc:
+            raise InvalidCrcError(
+                f"record batch CRC mismatch (base offset {self.base_offset})",
+                position=self.position + CRC_OFFSET,
+                expected=f"{actual:#010x}",
+                found=f"{self.crc:#010x}",
+            )
+        if self.records_count < 0:
+            raise CorruptRecordError(
+                "negative record count",
+                position=self.position + RECORDS_COUNT_OFFSET,
+                found=self.records_count,
+            )
+        if self.last_offset_delta < 0:
+            raise CorruptRecordError(
+                "negative last offset delta", position=self.position + 23, found=self.last_offset_delta
+            )
+
+    def records_payload(self) -> bytes:
+        """The records region, decompressed; positions of errors inside it are relative."""
+        start = self._at + RECORD_BATCH_OVERHEAD
+        end = self._at + LOG_OVERHEAD + self.length
+        raw = self._buf[start:end]
+        if not self.is_compressed:
+            return bytes(raw)
+        try:
+            return codecs.decompress(self.compression, raw, MAGIC_V2)
+        except KafkaFormatError as exc:
+            raise exc.located(None, self.position + RECORD_BATCH_OVERHEAD) from None
+
+    def records(self) -> list[Record]:
+        """Decode every record. Effective timestamps: LogAppendTime batches give every record
+        MaxTimestamp. Structure is checked as Kafka's DefaultRecord reader does."""
+        data = self.records_payload()
+        where = self.position + RECORD_BATCH_OVERHEAD if not self.is_compressed else self.position
+        try:
+            out = decode_records(data, self.records_count, self.base_offset, self.base_timestamp)
+        except KafkaFormatError as exc:
+            if self.is_compressed:  # positions inside a decompressed stream have no file position
+                raise CorruptRecordError(
+                    f"in the compressed records of the batch at base offset {self.base_offset}: {exc.message}",
+                    position=self.position,
+                ) from None
+            raise exc.located(None, where) from None
+        if self.attributes & TIMESTAMP_TYPE_MASK:
+            ts = self.max_timestamp
+            out = [r._replace(timestamp=ts) for r in out]
+        return out
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records())
+
+    def raw_bytes(self) -> memoryview:
+        return self._buf[self._at : self._at + LOG_OVERHEAD + self.length]
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int) -> list[Record]:
+    """Decode ``count`` records from ``data`` (bytes: indexing bytes is the fastest path)."""
+    out: list[Record] = []
+    append = out.append
+    pos = 0
+    end = len(data)
+    slow = _decode_varint_slow
+    for _ in range(count):
+        # Each varint: one-byte fast path inline, the general decoder otherwise.
+        if pos >= end:
+            raise TruncatedError(
+                "records end before the declared count",
+                position=pos,
+                expected=f"{count} records",
+                found=len(out),
+            )
+        b = data[pos]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            length, pos = slow(data, pos, 5)
+        rec_start = pos
+        rec_end = pos + length
+        if length < 0 or rec_end > end:
+            raise CorruptRecordError(
+                "record length overruns the batch",
+                position=rec_start,
+                expected=f"0..{end - pos}",
+                found=length,
+            )
+        pos += 1  # record attributes, unused
+        b = data[pos]
+        if b < 0x80:
+            ts_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            ts_delta, pos = slow(data, pos, 10)
+        b = data[pos]
+        if b < 0x80:
+            off_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            off_delta, pos = slow(data, pos, 5)
+        b = data[pos]
+        if b < 0x80:
+            klen = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            klen, pos = slow(data, pos, 5)
+        if klen >= 0:
+            key = data[pos : pos + klen]
+            pos += klen
+        elif klen == -1:
+            key = None
+        else:
+            raise CorruptRecordError("invalid key length", position=pos, found=klen)
+        b = data[pos] if pos < rec_end else 0xFF
+        if b < 0x80:
+            vlen = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            vlen, pos = slow(data, pos, 5)
+        if vlen >= 0:
+            value = data[pos : pos + vlen]
+            pos += vlen
+        elif vlen == -1:
+            value = None
+        else:
+            raise CorruptRecordError("invalid value length", position=pos, found=vlen)
+        if pos >= rec_end:
+            raise CorruptRecordError("record ends before its header count", position=rec_start)
+        b = data[pos]
+        if b < 0x80:
+            nheaders = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            nheaders, pos = slow(data, pos, 5)
+        headers: tuple[Header, ...] = ()
+        if nheaders:
+            if nheaders < 0 or nheaders > rec_end - pos:
+                raise CorruptRecordError("invalid header count", position=pos, found=nheaders)
+            hs = []
+            for _h in range(nheaders):
+                hklen, pos = (
+                    slow(data, pos, 5)
+                    if data[pos] >= 0x80
+                    else ((data[pos] >> 1) ^ -(data[pos] & 1), pos + 1)
+                )
+                if hklen < 0:
+                    raise CorruptRecordError("invalid header key length", position=pos, found=hklen)
+                hkey = data[pos : pos + hklen].decode("utf-8", "surrogateescape")
+                pos += hklen
+                hvlen, pos = slow(data, pos, 5)
+                if hvlen >= 0:
+                    hval = data[pos : pos + hvlen]
+                    pos += hvlen
+                elif hvlen == -1:
+                    hval = None
+                else:
+                    raise CorruptRecordError("invalid header value length", position=pos, found=hvlen)
+                hs.append(Header(hkey, hval))
+            headers = tuple(hs)
+        if pos != rec_end:
+            raise CorruptRecordError(
+                "record size does not match its fields",
+                position=rec_start,
+                expected=f"{length} bytes",
+                found=f"{pos - rec_start} bytes",
+            )
+        append(Record(base_offset + off_delta, base_timestamp + ts_delta, key, value, headers))
+    if pos != end:
+        raise CorruptRecordError(
+            "incorrect declared batch size: bytes remain after the last record",
+            position=pos,
+            expected=f"{count} records filling {end} bytes",
+            found=f"{end - pos} extra bytes",
+        )
+    return out
+
+
+# ---------------------------------------------------------------- writer
+
+
+def encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] = (),
+) -> bytes:
+    body = bytearray(b"\x00")
+    body += encode_varint(timestamp_delta)
+    body += encode_varint(offset_delta)
+    if key is None:
+        body += b"\x01"
+    else:
+        body += encode_varint(len(key))
+        body += key
+    if value is None:
+        body += b"\x01"
+    else:
+        body += encode_varint(len(value))
+        body += value
+    body += encode_varint(len(headers))
+    for h in headers:
+        hk = h.key.encode("utf-8", "surrogateescape")
+        body += encode_varint(len(hk))
+        body += hk
+        if h.value is None:
+            body += b"\x01"
+        else:
+            body += encode_varint(len(h.value))
+            body += h.value
+    return encode_varint(len(body)) + bytes(body)
+
+
+def build_record_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int | None = None,
+    compression: Compression = Compression.NONE,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    base_timestamp: int | None = None,
+    max_timestamp: int | None = None,
+    last_offset_delta: int | None = None,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """Encode a v2 batch with its CRC-32C.
+
+    Offsets come from the records (gaps allowed, as after compaction); ``base_offset``
+    defaults to the first record's. BaseTimestamp defaults to the first record's timestamp
+    (-1 for an empty batch), MaxTimestamp to the largest record timestamp for CreateTime;
+    a LogAppendTime batch needs ``max_timestamp`` (the append time)."""
+    if base_offset is None:
+        if not records:
+            raise ValueError("an empty batch needs an explicit base offset")
+        base_offset = records[0].offset
+    if delete_horizon_ms is not None:
+        base_ts = delete_horizon_ms
+    elif base_timestamp is not None:
+        base_ts = base_timestamp
+    else:
+        base_ts = records[0].timestamp if records else NO_TIMESTAMP
+    parts = []
+    max_ts = NO_TIMESTAMP
+    prev = -1
+    for r in records:
+        delta = r.offset - base_offset
+        if delta <= prev or delta > INT32_MAX:
+            raise ValueError(f"record offset {r.offset} does not fit the batch (delta {delta})")
+        prev = delta
+        if r.timestamp > max_ts:
+            max_ts = r.timestamp
+        parts.append(encode_record(delta, r.timestamp - base_ts, r.key, r.value, r.headers))
+    if timestamp_type is TimestampType.LOG_APPEND_TIME:
+        if max_timestamp is None:
+            raise ValueError("a LogAppendTime batch needs its append time as max_timestamp")
+    elif max_timestamp is None:
+        max_timestamp = max_ts
+    if last_offset_delta is None:
+        last_offset_delta = prev if records else 0
+    payload = b"".join(parts)
+    if compression is not Compression.NONE:
+        payload = codecs.compress(compression, payload, MAGIC_V2)
+    attributes = int(compression)
+    if timestamp_type is TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG_MASK
+    if is_control:
+        attributes |= CONTROL_FLAG_MASK
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_FLAG_MASK
+    after_crc = (
+        _HEADER_AFTER_CRC.pack(
+            attributes,
+            last_offset_delta,
+            base_ts,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+        + payload
+    )
+    crc = crc32c.crc32c(after_crc)
+    length = 4 + 1 + 4 + len(after_crc)  # leader epoch, magic, crc, rest
+    return _PREFIX.pack(base_offset, length, partition_leader_epoch, MAGIC_V2) + _CRC.pack(crc) + after_crc

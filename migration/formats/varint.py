@@ -1,0 +1,92 @@
+"""Zig-zag varints and varlongs of record format v2 (kafka-formats §0.1).
+
+A value is zig-zag encoded, then written as unsigned LEB128: 7 bits a byte, least
+significant group first, the high bit set on every byte but the last. A varint has at most
+5 bytes and a varlong at most 10; more is an error ("varint is too long").
+"""
+
+from __future__ import annotations
+
+from .errors import CorruptRecordError, TruncatedError
+
+
+def zigzag_encode(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def encode_unsigned_varint(u: int) -> bytes:
+    out = bytearray()
+    while u >= 0x80:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+    return bytes(out)
+
+
+def encode_varint(n: int) -> bytes:
+    """A zig-zag varint (or varlong: the encoding is the same, only the range differs)."""
+    u = (n << 1) ^ (n >> 63)
+    if u < 0x80:
+        return bytes((u,))
+    return encode_unsigned_varint(u)
+
+
+def decode_varint(buf: bytes | memoryview, pos: int, max_bytes: int = 5) -> tuple[int, int]:
+    """Decode a zig-zag varint at ``pos``; return (value, next position)."""
+    b = buf[pos] if pos < len(buf) else -1
+    if 0 <= b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    return _decode_varint_slow(buf, pos, max_bytes)
+
+
+def decode_varlong(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    return decode_varint(buf, pos, 10)
+
+
+def _decode_varint_slow(buf: bytes | memoryview, pos: int, max_bytes: int) -> tuple[int, int]:
+    u = 0
+    shift = 0
+    start = pos
+    end = len(buf)
+    while True:
+        if pos >= end:
+            raise TruncatedError("varint cut short", position=start, expected="more varint bytes")
+        b = buf[pos]
+        pos += 1
+        u |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (u >> 1) ^ -(u & 1), pos
+        shift += 7
+        if pos - start >= max_bytes:
+            raise CorruptRecordError(
+                "varint is too long", position=start, expected=f"at most {max_bytes} bytes"
+            )
+
+
+def decode_unsigned_varint(buf: bytes | memoryview, pos: int, max_bytes: int = 5) -> tuple[int, int]:
+    u = 0
+    shift = 0
+    start = pos
+    end = len(buf)
+    while True:
+        if pos >= end:
+            raise TruncatedError("unsigned varint cut short", position=start, expected="more varint bytes")
+        b = buf[pos]
+        pos += 1
+        u |= (b & 0x7F) << shift
+        if b < 0x80:
+            return u, pos
+        shift += 7
+        if pos - start >= max_bytes:
+            raise CorruptRecordError(
+                "varint is too long", position=start, expected=f"at most {max_bytes} bytes"
+            )
+
+
+def sizeof_varint(n: int) -> int:
+    u = (n << 1) ^ (n >> 63)
+    size = 1
+    while u >= 0x80:
+        u >>= 7
+        size += 1
+    return size
