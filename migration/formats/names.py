@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from .errors import InvalidFileNameError
 
@@ -119,7 +119,7 @@ def checkpoint_file_name(end_offset: int, epoch: int) -> str:
 ZERO_CHECKPOINT_FILE = checkpoint_file_name(0, 0)
 
 
-class CheckpointState(str, Enum):
+class CheckpointState(StrEnum):
     COMPLETE = "complete"
     PARTIAL = "partial"
     DELETED = "deleted"
@@ -151,7 +151,7 @@ def parse_checkpoint_file_name(name: str) -> CheckpointName:
     return CheckpointName(int(m.group(1)), int(m.group(2)), state)
 
 
-class PartitionDirKind(str, Enum):
+class PartitionDirKind(StrEnum):
     LIVE = "live"
     DELETE = "delete"
     FUTURE = "future"
