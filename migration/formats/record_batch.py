@@ -59,6 +59,7 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count (40 bytes)
 _PREFIX = struct.Struct(">qiib")  # base offset, length, leader epoch, magic
 _CRC = struct.Struct(">I")
+_LENGTH = struct.Struct(">i")
 
 
 class RecordBatch:
@@ -87,6 +88,14 @@ class RecordBatch:
         self._buf = buf
         self._at = at
         self.position = position
+        (length,) = _LENGTH.unpack_from(buf, at + 8)
+        if length + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD or len(buf) - at < LOG_OVERHEAD + length:
+            raise CorruptRecordError(
+                "record batch smaller than its header or cut short",
+                position=position + 8,
+                expected=f"{RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}..{len(buf) - at - LOG_OVERHEAD}",
+                found=length,
+            )
         (
             self.base_offset,
             self.length,
@@ -102,13 +111,6 @@ class RecordBatch:
             self.base_sequence,
             self.records_count,
         ) = _HEADER.unpack_from(buf, at)
-        if self.length + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD:
-            raise CorruptRecordError(
-                "record batch smaller than its header",
-                position=position + 8,
-                expected=f">= {RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}",
-                found=self.length,
-            )
 
     @property
     def size_in_bytes(self) -> int:

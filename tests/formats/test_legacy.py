@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import pytest
+
+from migration.formats.errors import CorruptRecordError, InvalidCrcError
+from migration.formats.file_records import iterate_batches
+from migration.formats.legacy import build_wrapper, encode_message
+from migration.formats.model import Compression, Record, TimestampType
+
+# kafka-formats.md §1.2 test vectors
+V0_VECTOR = bytes.fromhex("0000000000000005 00000011 7a0a65ca 00 00 00000003 6b6579 ffffffff".replace(" ", ""))
+V1_VECTOR = bytes.fromhex(
+    "0000000000000005 00000019 db9ea4b8 01 00 00000000000004d2 00000003 6b6579 ffffffff".replace(" ", "")
+)
+
+
+def test_v0_vector_byte_for_byte():
+    assert encode_message(5, 0, 0, -1, b"key", None) == V0_VECTOR
+    batch = next(iterate_batches(V0_VECTOR))
+    batch.ensure_valid()
+    assert list(batch.records()) == [Record(5, -1, b"key", None)]
+    assert batch.timestamp_type is TimestampType.NO_TIMESTAMP_TYPE
+
+
+def test_v1_vector_byte_for_byte():
+    assert encode_message(5, 1, 0, 1234, b"key", None) == V1_VECTOR
+    batch = next(iterate_batches(V1_VECTOR))
+    batch.ensure_valid()
+    assert list(batch.records()) == [Record(5, 1234, b"key", None)]
+
+
+def test_lz4_v0_wrapper_has_broken_header_checksum_and_v1_correct():
+    recs = [Record(0, 1, b"a", b"b")]
+    v0 = build_wrapper(recs, magic=0, compression=Compression.LZ4)
+    v1 = build_wrapper(recs, magic=1, compression=Compression.LZ4)
+    assert bytes.fromhex("04224d1860401a") in v0
+    assert bytes.fromhex("04224d18604082") in v1
+
+
+def test_lz4_v1_frame_with_broken_checksum_is_rejected():
+    recs = [Record(0, 1, b"a", b"b")]
+    v1 = bytearray(build_wrapper(recs, magic=1, compression=Compression.LZ4))
+    at = v1.index(bytes.fromhex("04224d18604082"))
+    v1[at + 6] = 0x1A
+    # fix the message CRC so only the frame is wrong
+    import zlib
+
+    v1[12:16] = zlib.crc32(bytes(v1[16:])).to_bytes(4, "big")
+    batch = next(iterate_batches(bytes(v1), path="p.log"))
+    with pytest.raises(CorruptRecordError, match="header checksum") as exc:
+        batch.inner()
+    assert exc.value.position == at + 6
+
+
+def test_flipped_byte_gives_crc_error_with_position():
+    data = bytearray(V1_VECTOR)
+    data[-6] ^= 0xFF
+    batch = next(iterate_batches(bytes(data)))
+    with pytest.raises(InvalidCrcError) as exc:
+        batch.ensure_valid()
+    assert exc.value.position == 12
+
+
+def test_wrapper_inside_wrapper_is_corrupt():
+    inner = build_wrapper([Record(0, -1, None, b"x")], magic=0, compression=Compression.GZIP)
+    from migration.formats import compression as c
+
+    outer = encode_message(0, 0, 1, -1, None, c.gzip_compress(inner))
+    with pytest.raises(CorruptRecordError, match="compressed message inside"):
+        next(iterate_batches(outer)).inner()
+
+
+def test_wrapper_offset_must_be_last_inner_offset():
+    data = bytearray(build_wrapper([Record(3, -1, None, b"x"), Record(4, -1, None, b"y")], magic=0,
+                                   compression=Compression.GZIP))
+    data[0:8] = (9).to_bytes(8, "big")
+    with pytest.raises(CorruptRecordError, match="last inner offset"):
+        next(iterate_batches(bytes(data))).inner()
+
+
+def test_zstd_is_rejected_below_v2():
+    from migration.formats.errors import UnsupportedCodecError
+
+    with pytest.raises(UnsupportedCodecError):
+        build_wrapper([Record(0, -1, None, b"x")], magic=1, compression=Compression.ZSTD)
+    data = bytearray(encode_message(0, 1, 4, 0, None, b"zz"))
+    with pytest.raises(UnsupportedCodecError):
+        _ = next(iterate_batches(bytes(data))).compression
+
+
+def test_value_overrun_is_corrupt():
+    data = bytearray(V0_VECTOR)
+    data[-4:] = (50).to_bytes(4, "big")
+    with pytest.raises(CorruptRecordError):
+        next(iterate_batches(bytes(data))).ensure_valid()
