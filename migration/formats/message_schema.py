@@ -601,9 +601,7 @@ class _StructCodec(_Codec):
         if unknown:
             values[UNKNOWN_TAGGED_FIELDS] = unknown
         if self.has_tagged_names:
-            values = {name: values[name] for name in self.order} | (
-                {UNKNOWN_TAGGED_FIELDS: unknown} if unknown else {}
-            )
+            values = {name: values[name] for name in self.order} | ({UNKNOWN_TAGGED_FIELDS: unknown} if unknown else {})
         return values, pos
 
     def write(self, out: bytearray, value: Any) -> None:
