@@ -1,0 +1,99 @@
+"""Crash-safe file writes and path helpers shared by the codecs of the format layer.
+
+Kafka's checkpoint, properties and partition.metadata writers use the same protocol
+(``Utils.atomicMoveWithFallback``): write ``<name><tmp suffix>``, fsync it, rename it over
+``<name>``, fsync the directory so the rename itself survives a crash. ``atomic_write`` does
+exactly that and removes the temporary file when anything fails, so a failed write leaves the
+directory as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable
+from os import PathLike
+from pathlib import Path
+
+from .errors import InvalidFileNameError
+from .names import LEFTOVER_SUFFIXES, offset_from_file_name
+
+BytesLike = bytes | bytearray | memoryview
+StrPath = str | PathLike[str]
+
+
+def fsync_dir(path: StrPath) -> None:
+    """fsync a directory so renames and creations inside it are durable."""
+    fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(
+    path: StrPath,
+    data_or_chunks: BytesLike | Iterable[BytesLike],
+    *,
+    tmp_suffix: str,
+    fsync: bool = True,
+) -> None:
+    """Write ``data_or_chunks`` to ``path`` via ``path + tmp_suffix``, fsync, rename, fsync dir.
+
+    ``data_or_chunks`` is one bytes-like object or an iterable of them (written in order, so a
+    large file need not exist in memory). If writing or iterating raises, the temporary file is
+    removed and ``path`` is untouched.
+    """
+    if not tmp_suffix:
+        # An empty suffix would make the "temporary" file the target itself.
+        raise ValueError("tmp_suffix must not be empty")
+    target = Path(path)
+    tmp = target.with_name(target.name + tmp_suffix)
+    chunks: Iterable[BytesLike] = (
+        (data_or_chunks,) if isinstance(data_or_chunks, bytes | bytearray | memoryview) else data_or_chunks
+    )
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            for chunk in chunks:
+                view = memoryview(chunk).cast("B")
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        # Leave nothing behind: the target was never replaced.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    if fsync:
+        fsync_dir(target.parent)
+
+
+def read_bytes(path: StrPath) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def offset_from_path(path: StrPath, suffix: str) -> int:
+    """The offset named by ``<digits><suffix>[.deleted|.cleaned|.swap|.tmp]``.
+
+    Kafka parses the digits before the first ``.``; the suffix must be the one of the file
+    kind being read (a ``.log`` handed to the index reader is a caller error worth catching).
+    """
+    name = Path(path).name
+    try:
+        offset = offset_from_file_name(name)
+    except InvalidFileNameError as e:
+        raise InvalidFileNameError(e.message, path=path, expected=e.expected, found=name) from None
+    rest = name[name.index(".") :]
+    for leftover in ("", *LEFTOVER_SUFFIXES):
+        if rest == suffix + leftover:
+            return offset
+    raise InvalidFileNameError(
+        f"not a {suffix} file name", path=path, expected=f"<20-digit offset>{suffix}", found=name
+    )

@@ -1,0 +1,251 @@
+"""Time index (``<20-digit base offset>.timeindex``), kafka-formats.md §3.3, §3.6, §3.9.
+
+Byte layout (big-endian), a flat array of 12-byte entries, no header::
+
+    offset  size  field
+    0       8     timestamp       int64  largest timestamp seen up to this entry (ms)
+    8       4     relativeOffset  int32  offset - base offset of the batch holding it
+
+An entry (T, O) means: the largest timestamp in the segment up to and including the batch
+whose last offset is O is T. Timestamps strictly increase between entries, offsets never
+decrease. Like the offset index, a preallocated zero tail ends at the first entry i > 0 whose
+offset equals the base offset.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+from .errors import CorruptIndexError
+from .fileio import BytesLike, StrPath, atomic_write, offset_from_path, read_bytes
+from .names import TIME_INDEX_FILE_SUFFIX, TMP_FILE_SUFFIX
+from .offset_index import (
+    IndexFullError,
+    InvalidOffsetError,
+    check_base_offset,
+    check_file_name,
+    preallocated_entry_count,
+    relative_offset,
+)
+
+NO_TIMESTAMP = -1
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+
+_ENTRY = struct.Struct(">qi")
+
+
+class TimestampOffset(NamedTuple):
+    timestamp: int
+    offset: int  # absolute offset
+
+
+class TimeIndex:
+    """The time index of one segment."""
+
+    ENTRY_SIZE = _ENTRY.size
+
+    def __init__(
+        self,
+        base_offset: int,
+        entries: Iterable[tuple[int, int]] = (),
+        *,
+        max_index_size: int | None = None,
+    ) -> None:
+        check_base_offset(base_offset)
+        self.base_offset = base_offset
+        self.max_entries = None if max_index_size is None else max_index_size // self.ENTRY_SIZE
+        self._timestamps: list[int] = []
+        self._offsets: list[int] = []
+        self.path: str | None = None
+        self.file_length: int | None = None
+        self.ignored_tail_entries = 0
+        for timestamp, offset in entries:
+            if not self.maybe_append(timestamp, offset):
+                # A constructor argument that would be silently dropped is a caller bug.
+                raise InvalidOffsetError(
+                    f"entry ({timestamp}, {offset}) does not increase the timestamp of the last entry"
+                )
+
+    # -- reading -------------------------------------------------------------------------
+
+    @classmethod
+    def from_bytes(
+        cls,
+        data: BytesLike,
+        base_offset: int,
+        *,
+        path: StrPath | None = None,
+        strict: bool = True,
+    ) -> TimeIndex:
+        """Parse a time index file's bytes; ``strict`` runs :meth:`sanity_check` and
+        :meth:`check_order`."""
+        view = memoryview(data).cast("B")
+        index = cls(base_offset)
+        index.path = None if path is None else str(path)
+        index.file_length = len(view)
+        whole = view[: len(view) - len(view) % cls.ENTRY_SIZE]
+        count = preallocated_entry_count(len(whole), cls.ENTRY_SIZE, (e[1] for e in _ENTRY.iter_unpack(whole)))
+        index.ignored_tail_entries = len(whole) // cls.ENTRY_SIZE - count
+        for timestamp, rel in _ENTRY.iter_unpack(whole[: count * cls.ENTRY_SIZE]):
+            index._timestamps.append(timestamp)
+            index._offsets.append(base_offset + rel)
+        if strict:
+            index.sanity_check()
+            index.check_order()
+        return index
+
+    @classmethod
+    def read(cls, path: StrPath, base_offset: int | None = None, *, strict: bool = True) -> TimeIndex:
+        named = offset_from_path(path, TIME_INDEX_FILE_SUFFIX)
+        if base_offset is None:
+            base_offset = named
+        return cls.from_bytes(read_bytes(path), base_offset, path=path, strict=strict)
+
+    # -- queries -------------------------------------------------------------------------
+
+    @property
+    def entries(self) -> tuple[TimestampOffset, ...]:
+        return tuple(TimestampOffset(t, o) for t, o in zip(self._timestamps, self._offsets, strict=True))
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def __iter__(self) -> Iterator[TimestampOffset]:
+        return iter(self.entries)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TimeIndex):
+            return NotImplemented
+        return (self.base_offset, self._timestamps, self._offsets) == (
+            other.base_offset,
+            other._timestamps,
+            other._offsets,
+        )
+
+    def __repr__(self) -> str:
+        return f"TimeIndex(base_offset={self.base_offset}, entries={len(self)})"
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or (-1, base offset) when empty (Kafka's ``lastEntry``)."""
+        if not self._offsets:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        return TimestampOffset(self._timestamps[-1], self._offsets[-1])
+
+    def is_full(self) -> bool:
+        # The last slot is reserved for the entry written at roll/close (§3.4).
+        return self.max_entries is not None and len(self) >= self.max_entries - 1
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The entry with the largest timestamp <= target, else (-1, base offset)."""
+        i = bisect.bisect_right(self._timestamps, target_timestamp)
+        if i == 0:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        return TimestampOffset(self._timestamps[i - 1], self._offsets[i - 1])
+
+    # -- mutation ------------------------------------------------------------------------
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
+        """Kafka's ``TimeIndex.maybeAppend`` (§3.6). Returns whether an entry was added."""
+        if not skip_full_check and self.is_full():
+            raise IndexFullError(f"attempt to append to a full time index (size = {len(self)})")
+        if not INT64_MIN <= timestamp <= INT64_MAX:
+            raise ValueError(f"timestamp {timestamp} is not an int64")
+        last = self.last_entry
+        if self._offsets and offset < last.offset:
+            raise InvalidOffsetError(
+                f"attempt to append an offset ({offset}) to slot {len(self)} no larger than"
+                f" the last offset appended ({last.offset})"
+            )
+        if self._offsets and timestamp < last.timestamp:
+            raise InvalidOffsetError(
+                f"attempt to append a timestamp ({timestamp}) to slot {len(self)} no larger than"
+                f" the last timestamp appended ({last.timestamp})"
+            )
+        # Equal timestamps (a roll/close re-appending the last entry) are silently skipped,
+        # and so is -1 on an empty index: v0 data leaves the time index empty.
+        if timestamp > last.timestamp:
+            relative_offset(self.base_offset, offset)
+            self._timestamps.append(timestamp)
+            self._offsets.append(offset)
+            return True
+        return False
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with offset >= ``offset`` (Kafka's ``truncateTo``)."""
+        i = bisect.bisect_left(self._offsets, offset)
+        del self._timestamps[i:], self._offsets[i:]
+
+    # -- validation ----------------------------------------------------------------------
+
+    def _length(self) -> int:
+        return len(self) * self.ENTRY_SIZE if self.file_length is None else self.file_length
+
+    def sanity_check(self) -> None:
+        """Kafka's ``TimeIndex.sanityCheck`` (§3.9)."""
+        last = (len(self) - 1) * self.ENTRY_SIZE
+        if self._offsets and self._timestamps[-1] < self._timestamps[0]:
+            raise CorruptIndexError(
+                "corrupt time index: last timestamp is smaller than the first timestamp",
+                path=self.path,
+                position=last,
+                expected=f">= {self._timestamps[0]}",
+                found=self._timestamps[-1],
+            )
+        if self._offsets and self._offsets[-1] < self.base_offset:
+            raise CorruptIndexError(
+                "corrupt time index: last offset is smaller than the base offset",
+                path=self.path,
+                position=last + 8,
+                expected=f">= {self.base_offset}",
+                found=self._offsets[-1],
+            )
+        length = self._length()
+        if length % self.ENTRY_SIZE:
+            raise CorruptIndexError(
+                f"time index file size {length} is not a multiple of {self.ENTRY_SIZE}",
+                path=self.path,
+                position=length - length % self.ENTRY_SIZE,
+                expected=f"multiple of {self.ENTRY_SIZE} bytes",
+                found=length,
+            )
+
+    def check_order(self) -> None:
+        """Timestamps strictly increase, offsets never decrease nor precede the base offset."""
+        prev: TimestampOffset | None = None
+        for i, (timestamp, offset) in enumerate(zip(self._timestamps, self._offsets, strict=True)):
+            where = i * self.ENTRY_SIZE
+            if offset < self.base_offset:
+                raise CorruptIndexError(
+                    "negative relative offset", path=self.path, position=where + 8,
+                    expected=f">= {self.base_offset}", found=offset,
+                )
+            if prev is not None and timestamp <= prev.timestamp:
+                raise CorruptIndexError(
+                    "timestamps do not strictly increase", path=self.path, position=where,
+                    expected=f"> {prev.timestamp}", found=timestamp,
+                )
+            if prev is not None and offset < prev.offset:
+                raise CorruptIndexError(
+                    "offsets decrease", path=self.path, position=where + 8,
+                    expected=f">= {prev.offset}", found=offset,
+                )
+            prev = TimestampOffset(timestamp, offset)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        """The trimmed file: entries x 12 bytes."""
+        out = bytearray(len(self) * self.ENTRY_SIZE)
+        base = self.base_offset
+        for i, (timestamp, offset) in enumerate(zip(self._timestamps, self._offsets, strict=True)):
+            _ENTRY.pack_into(out, i * self.ENTRY_SIZE, timestamp, offset - base)
+        return bytes(out)
+
+    def write(self, path: StrPath, *, tmp_suffix: str = TMP_FILE_SUFFIX) -> None:
+        check_file_name(path, TIME_INDEX_FILE_SUFFIX, self.base_offset)
+        atomic_write(path, self.to_bytes(), tmp_suffix=tmp_suffix)
