@@ -1,0 +1,132 @@
+"""Terminal renderings of a run report: a ``rich`` table and a plain-text summary.
+
+Both read the same JSON-derived totals as the HTML page, so the CLI, the page and the JSON
+cannot disagree."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from migration.audit.html import fmt_bytes
+from migration.audit.model import RunReport, RunStatus, Totals
+
+_STATUS_STYLE = {
+    RunStatus.OK: "bold green",
+    RunStatus.FAILED: "bold red",
+    RunStatus.REFUSED: "bold yellow",
+    RunStatus.RUNNING: "bold",
+}
+
+_COLUMNS = (
+    "broker",
+    "units",
+    "ok",
+    "failed",
+    "refused",
+    "skipped",
+    "bytes before",
+    "bytes after",
+    "records before",
+    "records after",
+)
+
+
+def _row(label: str, t: Totals) -> list[str]:
+    return [
+        label,
+        f"{t.units:,}",
+        f"{t.units_ok:,}",
+        f"{t.units_failed:,}",
+        f"{t.units_refused:,}",
+        f"{t.units_skipped:,}",
+        f"{t.bytes_before:,}",
+        f"{t.bytes_after:,}",
+        f"{t.records_before:,}",
+        f"{t.records_after:,}",
+    ]
+
+
+def summary_table(report: RunReport) -> Table:
+    """Per broker: units ok/failed/refused/skipped, bytes and records before/after; a total row."""
+    status = report.status
+    table = Table(
+        title=f"kmigrate {report.kind} {report.run_id}: {status.value} (exit {report.exit_code()})",
+        title_style=_STATUS_STYLE[status],
+        show_footer=True,
+        box=box.SIMPLE_HEAVY,
+        pad_edge=False,
+        collapse_padding=True,
+        padding=(0, 1, 0, 0),
+    )
+    total = _row("total", report.totals)
+    rows = [(_row(str(b.broker_id), b.totals), b.totals) for b in report.brokers]
+    for i, name in enumerate(_COLUMNS):
+        # A narrow terminal may wrap headers, never truncate a number into "42,0…".
+        width = max(len(w) for w in [*name.split(), *(r[i] for r in [total, *(r for r, _ in rows)])])
+        table.add_column(
+            name.replace(" ", "\n"), footer=total[i], justify="left" if i == 0 else "right", min_width=width
+        )
+    for cells, t in rows:
+        table.add_row(*cells, style="red" if t.units_failed or t.units_refused else None)
+    return table
+
+
+def print_summary(report: RunReport, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(summary_table(report))
+    for line in _problem_lines(report):
+        console.print(line, style="red", markup=False, highlight=False)
+
+
+def _problem_lines(report: RunReport) -> list[str]:
+    lines: list[str] = []
+    if report.refusal:
+        lines.append(f"REFUSED: {report.refusal}")
+    for e in report.errors:
+        lines.append(f"ERROR {_where(e.file, e.position)}{e.message}")
+    for broker_id, topic, partition, u in report.problem_units():
+        head = f"{u.status.value.upper()} broker {broker_id} {topic}-{partition} {u.unit}"
+        if u.digest_mismatch:
+            head += f" (record digest changed: {u.digest_before} -> {u.digest_after})"
+        lines.append(head)
+        lines.extend(f"  {_where(e.file, e.position)}{e.message}" for e in u.errors)
+    return lines
+
+
+def _where(file: str | None, position: int | None) -> str:
+    if file is None and position is None:
+        return ""
+    if position is None:
+        return f"{file}: "
+    return f"{file or ''} @ byte {position}: "
+
+
+def render_text(report: RunReport) -> str:
+    """Plain text (no colour, no box drawing) for logs, e-mails and CI output."""
+    t = report.totals
+    lines = [
+        f"kmigrate {report.kind} run {report.run_id}",
+        f"status: {report.status.value} (exit code {report.exit_code()})",
+        f"started: {report.started_at.isoformat()}  finished: "
+        + (report.finished_at.isoformat() if report.finished_at else "not finished"),
+    ]
+    if report.dag_id:
+        lines.append(f"airflow: dag {report.dag_id} run {report.dag_run_id}")
+    lines.append(
+        f"units: {t.units} (ok {t.units_ok}, failed {t.units_failed}, refused {t.units_refused}, "
+        f"skipped {t.units_skipped}, planned {t.units_planned})"
+    )
+    lines.append(
+        f"bytes: {t.bytes_before} -> {t.bytes_after} ({fmt_bytes(t.bytes_before)} -> {fmt_bytes(t.bytes_after)})"
+    )
+    lines.append(f"records: {t.records_before} -> {t.records_after}")
+    rows = [list(_COLUMNS)] + [_row(str(b.broker_id), b.totals) for b in report.brokers] + [_row("total", t)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
+    for n, r in enumerate(rows):
+        lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip())
+        if n == 0 or n == len(rows) - 2:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.extend(_problem_lines(report))
+    return "\n".join(lines) + "\n"
