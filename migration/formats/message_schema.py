@@ -547,7 +547,17 @@ class _AbsentSlot:
 class _StructCodec(_Codec):
     """Codec of one struct at one version: the precompiled field list."""
 
-    __slots__ = ("regular", "defaults", "tagged", "absent", "flexible", "order", "known", "has_tagged_names")
+    __slots__ = (
+        "regular",
+        "defaults",
+        "tagged",
+        "foreign_tags",
+        "absent",
+        "flexible",
+        "order",
+        "known",
+        "has_tagged_names",
+    )
 
     def __init__(self, path: str, flexible: bool) -> None:
         super().__init__(path)
@@ -555,6 +565,9 @@ class _StructCodec(_Codec):
         self.regular: list[tuple[str, _Codec]] = []
         self.defaults: dict[str, Callable[[], Any]] = {}  # of the regular fields
         self.tagged: dict[int, _TaggedSlot] = {}
+        # Tags of fields tagged in other versions only: Kafka refuses them ("Tag N is not
+        # valid for version V") instead of keeping them as unknown.
+        self.foreign_tags: dict[int, str] = {}
         self.absent: list[_AbsentSlot] = []
         self.order: list[str] = []  # names present at this version, in schema order
         self.known: frozenset[str] = frozenset()
@@ -584,6 +597,13 @@ class _StructCodec(_Codec):
                 _need(buf, pos, end, size, self.path, f"tagged field {tag}")
             slot = self.tagged.get(tag)
             if slot is None:
+                if tag in self.foreign_tags:
+                    raise SchemaError(
+                        f"{self.path}: tag {tag} ({self.foreign_tags[tag]}) is not valid for this version",
+                        position=tag_pos,
+                        expected=f"one of tags {sorted(self.tagged)} or an unknown tag",
+                        found=tag,
+                    )
                 unknown.append((tag, bytes(buf[pos : pos + size])))
                 pos += size
                 continue
@@ -634,8 +654,8 @@ class _StructCodec(_Codec):
             if payload != slot.default_payload:
                 sections.append((tag, bytes(payload)))
         for tag, raw in value.get(UNKNOWN_TAGGED_FIELDS) or ():
-            if tag in self.tagged:
-                raise SchemaError(f"{self.path}: unknown tagged field uses known tag {tag}")
+            if tag in self.tagged or tag in self.foreign_tags:
+                raise SchemaError(f"{self.path}: unknown tagged field uses the schema's tag {tag}")
             sections.append((tag, bytes(raw)))
         sections.sort(key=lambda s: s[0])
         for (a, _), (b, _) in zip(sections, sections[1:], strict=False):
@@ -677,6 +697,8 @@ class _Compiler:
         for f in spec.fields:
             known.add(f.name)
             fpath = f"{path}.{f.name}"
+            if f.tag is not None and not f.tagged_versions.is_empty() and version not in f.tagged_versions:
+                codec.foreign_tags[f.tag] = f.name
             nullable = version in f.nullable_versions
             if version not in f.versions:
                 # A version-independent checker: null allowed so any value can be compared.
