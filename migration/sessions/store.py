@@ -29,7 +29,7 @@ budget still applies), ``finish_run`` records nothing and only releases the leas
 run tries again to get a slot. Sessions unused for ``idle_eviction`` are evicted by ``begin_run``
 and ``evict_idle``.
 
-Every method is one database transaction, so a crash mid-commit leaves the previous state.
+Every change of state is one database transaction, so a crash mid-commit leaves the previous state.
 """
 
 from __future__ import annotations
@@ -286,8 +286,7 @@ class SessionStore:
     def _commit_run(
         self, conn: Connection, plan: RunPlan, outcomes: Mapping[PartitionKey, Outcome], now_ms: int
     ) -> None:
-        self._check_lease(conn, plan)
-        conn.execute(self._lease_delete(plan))
+        self._release_lease(conn, plan)
         if plan.session_id is None:
             return  # sessionless: nothing to record
         row = conn.execute(
@@ -445,13 +444,15 @@ class SessionStore:
                 expires_at=_dt(held.expires_at_ms),
             )
 
-    def _check_lease(self, conn: Connection, plan: RunPlan) -> None:
+    def _release_lease(self, conn: Connection, plan: RunPlan) -> None:
+        """Delete our lease; fail if another run holds the lease now (it took ours over)."""
+        if conn.execute(self._lease_delete(plan)).rowcount == 1:
+            return
         held = conn.execute(
             select(lease_table).where(lease_table.c.name == plan.name, lease_table.c.broker_id == plan.broker_id)
         ).one_or_none()
-        if held is None:
-            return  # our expired lease was cleaned up and nobody took over: the epoch check decides
-        if held.token != plan.lease_token:
+        # None: our expired lease was cleaned up and nobody took over; the epoch check decides.
+        if held is not None:
             raise StaleRunError(
                 f"run {plan.run_id!r} lost the lease of ({plan.name!r}, broker {plan.broker_id}) to run "
                 f"{held.run_id!r} started at {_dt(held.started_at_ms).isoformat()}; nothing recorded"

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from migration.sessions import (
     Budget,
@@ -24,6 +25,7 @@ from migration.sessions import (
     StaleRunError,
 )
 from migration.sessions import store as store_module
+from migration.sessions.schema import partition_table
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -256,7 +258,7 @@ def test_failed_outcome_reason_is_stored_short(store: SessionStore) -> None:
     plan = store.begin_run("dag", 1, "r1", believed_epoch=None, fingerprints=fps, budget=None)
     store.finish_run(plan, {fps[0].key: Outcome.failed("boom " * 1000)})
     with store._engine.begin() as conn:  # noqa: SLF001 - inspect what was stored
-        row = conn.execute(store_module.select(store_module.partition_table)).one()
+        row = conn.execute(select(partition_table)).one()
     assert row.outcome == "failed" and row.outcome_run_id == "r1" and row.outcome_epoch == 1
     assert len(row.outcome_reason) <= 500 and row.seen_digest is None and row.failures == 1
 
@@ -530,6 +532,18 @@ def test_stale_lease_expires_and_the_crashed_run_cannot_commit(tmp_path: Path, c
     store.close()
 
 
+def test_late_finish_after_expiry_is_accepted_when_nobody_took_over(tmp_path: Path, clock: Clock) -> None:
+    store = SessionStore(f"sqlite:///{tmp_path / 's.sqlite'}", clock=clock, lease_ttl=timedelta(hours=1))
+    fps = fleet(2)
+    slow = store.begin_run("dag", 1, "slow", believed_epoch=None, fingerprints=fps, budget=None)
+    clock.advance(timedelta(hours=3))
+    assert store.evict_idle() == []  # drops the expired lease, keeps the session
+    assert store.sessions()[0].lease_run_id is None
+    store.finish_run(slow, all_ok(slow))
+    assert store.sessions()[0].epoch == 1
+    store.close()
+
+
 def test_same_run_id_may_take_over_its_own_lease(store: SessionStore) -> None:
     fps = fleet(2)
     first = store.begin_run("dag", 1, "airflow-run-1", believed_epoch=None, fingerprints=fps, budget=None)
@@ -717,4 +731,3 @@ def test_naive_clock_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         store.begin_run("dag", 1, "r", believed_epoch=None, fingerprints=fleet(1), budget=None)
     store.close()
-    assert UTC  # imported for the Clock helper
