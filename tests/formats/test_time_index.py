@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from migration.formats.errors import CorruptIndexError, InvalidFileNameError
+from migration.formats.offset_index import IndexFullError, IndexOffsetOverflowError, InvalidOffsetError
+from migration.formats.time_index import TimeIndex, TimestampOffset
+
+INT32_MAX = 2**31 - 1
+
+
+@st.composite
+def indexes(draw: st.DrawFn) -> tuple[int, list[tuple[int, int]]]:
+    base = draw(st.integers(0, 2**62))
+    timestamps = sorted(set(draw(st.lists(st.integers(0, 2**62), max_size=30))))
+    # Offsets never decrease; 0 past the first entry would read as preallocated tail.
+    rels = sorted(draw(st.lists(st.integers(1, INT32_MAX), min_size=len(timestamps), max_size=len(timestamps))))
+    if rels and draw(st.booleans()):
+        rels[0] = 0
+    return base, [(t, base + r) for t, r in zip(timestamps, rels, strict=True)]
+
+
+def test_entry_bytes_pinned() -> None:
+    index = TimeIndex(100, [(1700000000000, 105)])
+    assert index.to_bytes() == bytes.fromhex("0000018BCFE56800 00000005")
+
+
+@given(indexes())
+def test_round_trip(case: tuple[int, list[tuple[int, int]]]) -> None:
+    base, entries = case
+    index = TimeIndex(base, entries)
+    data = index.to_bytes()
+    assert len(data) == 12 * len(entries)
+    assert TimeIndex.from_bytes(data, base) == index
+
+
+@given(indexes(), st.integers(-1, 2**62))
+def test_lookup(case: tuple[int, list[tuple[int, int]]], target: int) -> None:
+    base, entries = case
+    below = [e for e in entries if e[0] <= target]
+    expected = TimestampOffset(*below[-1]) if below else TimestampOffset(-1, base)
+    assert TimeIndex(base, entries).lookup(target) == expected
+
+
+def test_maybe_append_rules() -> None:
+    index = TimeIndex(10)
+    assert index.last_entry == (-1, 10)
+    assert not index.maybe_append(-1, 10)  # -1 is never indexed (v0 data)
+    assert index.maybe_append(5, 12)
+    assert not index.maybe_append(5, 12)  # equal timestamp: skipped silently (roll / close)
+    assert not index.maybe_append(5, 20)  # equal timestamp, larger offset: also skipped
+    assert index.maybe_append(6, 12)  # equal offset, larger timestamp: appended
+    with pytest.raises(InvalidOffsetError):
+        index.maybe_append(100, 11)  # offset goes backwards
+    with pytest.raises(InvalidOffsetError):
+        index.maybe_append(4, 30)  # timestamp goes backwards
+    with pytest.raises(IndexOffsetOverflowError):
+        index.maybe_append(100, 10 + INT32_MAX + 1)
+    assert index.entries == ((5, 12), (6, 12))
+
+
+def test_empty_index_accepts_any_offset_at_or_after_base() -> None:
+    index = TimeIndex(10)
+    # The empty index's last entry is (-1, base): an offset below base is an overflow.
+    with pytest.raises(IndexOffsetOverflowError):
+        index.maybe_append(3, 9)
+    assert index.maybe_append(0, 10)
+
+
+def test_full_keeps_a_slot_for_roll() -> None:
+    index = TimeIndex(0, max_index_size=36)  # 3 slots, full at 2
+    index.maybe_append(1, 1)
+    index.maybe_append(2, 2)
+    with pytest.raises(IndexFullError):
+        index.maybe_append(3, 3)
+    assert index.maybe_append(3, 3, skip_full_check=True)
+
+
+def test_constructor_rejects_dropped_entries() -> None:
+    with pytest.raises(InvalidOffsetError):
+        TimeIndex(0, [(5, 1), (5, 2)])
+
+
+def test_preallocated_zero_tail() -> None:
+    data = TimeIndex(0, [(100, 0), (200, 7)]).to_bytes() + bytes(12 * 50)
+    index = TimeIndex.from_bytes(data, 0)
+    assert index.entries == ((100, 0), (200, 7))
+    assert index.ignored_tail_entries == 50
+
+
+@pytest.mark.parametrize("extra", [1, 8, 11])
+def test_size_not_multiple(extra: int) -> None:
+    data = TimeIndex(0, [(100, 1)]).to_bytes() + bytes(extra)
+    with pytest.raises(CorruptIndexError) as e:
+        TimeIndex.from_bytes(data, 0, path="p.timeindex")
+    assert e.value.path == "p.timeindex" and e.value.position == 12
+
+
+def test_sanity_check_last_timestamp_below_first() -> None:
+    data = struct.pack(">qiqi", 500, 1, 100, 2)
+    index = TimeIndex.from_bytes(data, 0, strict=False)
+    with pytest.raises(CorruptIndexError) as e:
+        index.sanity_check()
+    assert e.value.position == 12
+
+
+def test_sanity_check_last_offset_below_base() -> None:
+    data = struct.pack(">qiqi", 100, 1, 200, -1)
+    with pytest.raises(CorruptIndexError) as e:
+        TimeIndex.from_bytes(data, 50)
+    assert e.value.position == 20 and e.value.found == 49
+
+
+def test_check_order() -> None:
+    # Middle entry out of order: Kafka's sanity check (first vs last) passes, ours does not.
+    data = struct.pack(">qiqiqi", 100, 1, 300, 2, 200, 3)
+    TimeIndex.from_bytes(data, 0, strict=False).sanity_check()
+    with pytest.raises(CorruptIndexError) as e:
+        TimeIndex.from_bytes(data, 0)
+    assert e.value.position == 24
+    data = struct.pack(">qiqi", 100, 5, 200, 3)
+    with pytest.raises(CorruptIndexError) as e:
+        TimeIndex.from_bytes(data, 0)
+    assert e.value.position == 20
+
+
+def test_file_round_trip_and_names(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000100.timeindex"
+    TimeIndex(100, [(1, 100), (2, 150)]).write(path)
+    assert TimeIndex.read(path).entries == ((1, 100), (2, 150))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    with pytest.raises(InvalidFileNameError):
+        TimeIndex.read(tmp_path / "00000000000000000100.index")
+    with pytest.raises(InvalidFileNameError):
+        TimeIndex(100).write(tmp_path / "00000000000000000000.timeindex")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
