@@ -1,0 +1,190 @@
+"""``kmigrate``: the command line of the migration pipeline.
+
+Exit codes: 0 success, 1 problems found or a unit failed, 2 usage error, 3 refused (for
+example a live broker holds a log dir).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+EXIT_REFUSED = 3
+
+app = typer.Typer(
+    name="kmigrate",
+    help="Offline, crash-safe migrations of Apache Kafka on-disk data, with proof.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"kmigrate {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    pass
+
+
+@app.command()
+def inspect(
+    files: Annotated[list[Path], typer.Argument(help="Kafka files: .log, .checkpoint, .index, .timeindex, "
+                                                     ".txnindex, .snapshot", exists=True, dir_okay=False)],
+    deep: Annotated[bool, typer.Option("--deep", help="Iterate records inside batches (deep iteration).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+) -> None:
+    """Dump Kafka files like kafka-dump-log. SCRAM secrets are always shown redacted."""
+    from .formats.errors import KafkaFormatError
+    from .inspect_files import format_row, inspect_file
+
+    out: dict[str, list] = {}
+    failed = False
+    for f in files:
+        rows: list = []
+        try:
+            for row in inspect_file(f, deep=deep):
+                rows.append(row)
+                if not as_json:
+                    for line in format_row(row):
+                        print(line)
+        except KafkaFormatError as exc:
+            failed = True
+            rows.append({"error": exc.to_dict()})
+            err_console.print(f"[red]error[/red] {exc}")
+        if not as_json:
+            print(f"Dumping {f}" if not rows else "", end="")
+        out[str(f)] = rows
+    if as_json:
+        json.dump(out, sys.stdout, indent=1, default=str)
+        print()
+    raise typer.Exit(EXIT_PROBLEMS if failed else EXIT_OK)
+
+
+@app.command()
+def validate(
+    paths: Annotated[list[Path], typer.Argument(help="Log dirs, partition dirs or files.", exists=True)],
+    as_json: Annotated[bool, typer.Option("--json", help="Findings as JSON.")] = False,
+    shallow: Annotated[bool, typer.Option("--shallow", help="Check batch CRCs and framing only, "
+                                                            "not every record.")] = False,
+) -> None:
+    """Check CRCs, offsets, indexes, time indexes, snapshots, checkpoints and leftovers.
+    Exit 1 with findings naming file and position, 0 when clean."""
+    from .validate import validate_paths
+
+    res = validate_paths(list(paths), deep=not shallow)
+    if as_json:
+        print(res.model_dump_json(indent=1))
+    else:
+        for f in res.findings:
+            style = {"error": "red", "warning": "yellow", "info": "dim"}[f.severity]
+            console.print(f"[{style}]{f}[/{style}]" if f.severity != "info" else str(f), highlight=False,
+                          soft_wrap=True)
+        console.print(f"checked {res.files_checked} files, {res.bytes_checked} bytes, {res.batches_checked} batches, "
+                      f"{res.records_checked} records: "
+                      + ("[green]clean[/green]" if res.ok else f"[red]{len(res.problems)} problem(s)[/red]"))
+    raise typer.Exit(EXIT_OK if res.ok else EXIT_PROBLEMS)
+
+
+@app.command()
+def inventory(
+    log_dirs: Annotated[list[Path], typer.Argument(help="Broker log dirs or a controller's metadata log dir.",
+                                                   exists=True, file_okay=False)],
+    deep: Annotated[bool, typer.Option("--deep", help="Decompress wrappers for exact record counts.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Scan log dirs into an inventory: brokers, partitions, segments, formats, codecs."""
+    from .logdir import scan_inventory
+
+    inv = scan_inventory(list(log_dirs), deep=deep)
+    if as_json:
+        print(inv.model_dump_json(indent=1))
+        raise typer.Exit(EXIT_OK)
+    print_inventory(inv)
+
+
+def print_inventory(inv) -> None:  # noqa: ANN001 - Inventory, imported lazily
+    for d in inv.log_dirs:
+        flags = []
+        if d.locked:
+            flags.append("[red]LOCKED by a live process[/red]")
+        flags.append("clean shutdown" if d.clean_shutdown else "[yellow]unclean shutdown[/yellow]")
+        if d.bootstrap_checkpoint:
+            flags.append("bootstrap.checkpoint")
+        console.print(f"[bold]{d.path}[/bold] node {d.node_id} cluster {d.cluster_id}: {', '.join(flags)}")
+        if d.partitions:
+            t = Table(show_edge=False, pad_edge=False)
+            for col in ("partition", "topic id", "segments", "bytes", "records", "formats", "codecs", "snapshots",
+                        "max timestamp"):
+                t.add_column(col)
+            for p in d.partitions:
+                fmts: dict[str, int] = {}
+                codecs: dict[str, int] = {}
+                records = 0
+                exact = True
+                max_ts = -1
+                for s in p.segments:
+                    if s.stats:
+                        for k, v in s.stats.bytes_by_magic.items():
+                            fmts[k] = fmts.get(k, 0) + v
+                        for k, v in s.stats.codecs.items():
+                            codecs[k] = codecs.get(k, 0) + v
+                        records += s.stats.records
+                        exact &= s.stats.records_exact
+                        max_ts = max(max_ts, s.stats.max_timestamp)
+                t.add_row(p.name, p.topic_id or "-", str(len(p.segments)), str(p.size),
+                          f"{records}{'' if exact else '+'}", ",".join(sorted(fmts)), ",".join(sorted(codecs)),
+                          str(len(p.producer_snapshots)), str(max_ts))
+            console.print(t)
+        if d.metadata_log:
+            console.print(f"  metadata log {d.metadata_log.path}: checkpoints "
+                          f"{[c.file for c in d.metadata_log.checkpoints]}, "
+                          f"{len(d.metadata_log.segments)} segment(s)")
+
+
+@app.command("sample-cluster")
+def sample_cluster(
+    out: Annotated[Path, typer.Argument(help="Empty or new directory to build the cluster in.")],
+    brokers: Annotated[int, typer.Option(min=1, max=50)] = 3,
+    scale: Annotated[int, typer.Option(min=1, help="Multiply record counts (and segment sizes) for benchmarks.")] = 1,
+    seed: Annotated[int, typer.Option()] = 7,
+    segment_bytes: Annotated[int | None, typer.Option(help="Roll segments at this size.")] = None,
+) -> None:
+    """Build a realistic legacy cluster (0.9/0.10/2.x data, a KRaft controller) for demos."""
+    from .sample_cluster import build_sample_cluster
+
+    try:
+        sc = build_sample_cluster(out, brokers=brokers, scale=scale, seed=seed, segment_bytes=segment_bytes)
+    except FileExistsError as exc:
+        err_console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(EXIT_USAGE) from None
+    console.print(f"sample cluster in {sc.root}: {len(sc.broker_log_dirs)} brokers, controller "
+                  f"{sc.controller_dir}, {sum(sc.records.values())} records; description {sc.description_path}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

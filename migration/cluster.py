@@ -1,0 +1,81 @@
+"""The cluster description: which brokers and controllers to migrate and where their log
+dirs are. YAML or JSON, validated by pydantic; DAGs read it from a param or a Variable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, Field, model_validator
+
+Role = Literal["broker", "controller"]
+
+
+class NodeSpec(BaseModel):
+    id: int
+    roles: list[Role] = Field(default_factory=lambda: ["broker"])
+    log_dirs: list[str] = Field(default_factory=list)
+    metadata_log_dir: str | None = None
+    queue: str | None = Field(default=None, description="Airflow queue for this node's tasks (Celery)")
+    host: str = "localhost"
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+    def all_dirs(self) -> list[str]:
+        dirs = list(self.log_dirs)
+        if self.metadata_log_dir and self.metadata_log_dir not in dirs:
+            dirs.append(self.metadata_log_dir)
+        return dirs
+
+
+class ClusterDescription(BaseModel):
+    version: Literal[1] = 1
+    name: str = "kafka"
+    cluster_id: str | None = None
+    nodes: list[NodeSpec]
+    compacted_topics: list[str] = Field(default_factory=list)
+    topic_configs: dict[str, dict[str, str]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> ClusterDescription:
+        ids = [n.id for n in self.nodes]
+        if len(ids) != len(set(ids)):
+            raise ValueError(f"node ids must be unique: {ids}")
+        return self
+
+    @property
+    def brokers(self) -> list[NodeSpec]:
+        return [n for n in self.nodes if n.is_broker]
+
+    @property
+    def controllers(self) -> list[NodeSpec]:
+        return [n for n in self.nodes if n.is_controller]
+
+    def node(self, node_id: int) -> NodeSpec:
+        for n in self.nodes:
+            if n.id == node_id:
+                return n
+        raise KeyError(f"no node {node_id} in the cluster description (known: {[n.id for n in self.nodes]})")
+
+    def is_compacted(self, topic: str) -> bool:
+        if topic in self.compacted_topics:
+            return True
+        policy = self.topic_configs.get(topic, {}).get("cleanup.policy", "delete")
+        return "compact" in policy
+
+    @classmethod
+    def load(cls, path: str | Path) -> ClusterDescription:
+        text = Path(path).read_text()
+        data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
+        return cls.model_validate(data)
+
+    def dump(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.model_dump(mode="json"), indent=2) + "\n")

@@ -1,0 +1,415 @@
+"""The log-directory model: what a broker (or controller) left on disk, as an inventory.
+
+Scanning reads names, sizes and mtimes, the small text files (meta.properties,
+partition.metadata, leader-epoch-checkpoint, offset checkpoints) and, per segment, the batch
+headers (message formats, codecs, offsets, timestamps, producer batches). ``deep`` also
+decompresses legacy wrappers for exact record counts. It never writes.
+
+A live broker holds ``.lock`` with a POSIX record lock (Java's ``FileChannel.tryLock`` on
+Linux is ``fcntl(F_SETLK)``); ``flock`` does not see it, so the check uses ``fcntl.lockf``.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from collections import Counter
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from .formats import names
+from .formats.errors import KafkaFormatError
+from .formats.file_records import FileRecords
+from .formats.model import MAGIC_V2
+
+
+class SegmentStats(BaseModel):
+    batches: int = 0
+    records: int = 0
+    records_exact: bool = True
+    batches_by_magic: dict[str, int] = Field(default_factory=dict)
+    bytes_by_magic: dict[str, int] = Field(default_factory=dict)
+    codecs: dict[str, int] = Field(default_factory=dict)
+    first_offset: int | None = None
+    last_offset: int | None = None
+    min_batch_timestamp: int | None = None
+    max_timestamp: int = -1
+    producer_batches: int = 0
+    transactional_batches: int = 0
+    control_batches: int = 0
+    leader_epochs: list[int] = Field(default_factory=list)
+    valid_bytes: int = 0
+    trailing_bytes: int = 0
+    error: dict | None = None
+
+    @property
+    def formats(self) -> list[str]:
+        return sorted(self.batches_by_magic)
+
+
+class Segment(BaseModel):
+    base_offset: int
+    log_file: str
+    size: int
+    mtime_ns: int
+    index_size: int | None = None
+    time_index_size: int | None = None
+    txn_index_size: int | None = None
+    stats: SegmentStats | None = None
+
+    @property
+    def has_index(self) -> bool:
+        return self.index_size is not None
+
+    @property
+    def has_time_index(self) -> bool:
+        return self.time_index_size is not None
+
+
+class Partition(BaseModel):
+    topic: str
+    partition: int
+    path: str
+    kind: str = names.PartitionDirKind.LIVE.value
+    topic_id: str | None = None
+    topic_id_error: str | None = None
+    segments: list[Segment] = Field(default_factory=list)
+    producer_snapshots: list[int] = Field(default_factory=list)
+    leader_epochs: list[tuple[int, int]] | None = None
+    leftovers: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def active_segment(self) -> Segment | None:
+        return self.segments[-1] if self.segments else None
+
+    def formats(self) -> Counter:
+        c: Counter = Counter()
+        for s in self.segments:
+            if s.stats:
+                c.update(s.stats.bytes_by_magic)
+        return c
+
+
+class KRaftCheckpoint(BaseModel):
+    file: str
+    end_offset: int
+    epoch: int
+    state: str
+    size: int
+
+
+class MetadataLog(BaseModel):
+    path: str
+    checkpoints: list[KRaftCheckpoint] = Field(default_factory=list)
+    segments: list[Segment] = Field(default_factory=list)
+
+    @property
+    def zero_checkpoint(self) -> KRaftCheckpoint | None:
+        for c in self.checkpoints:
+            if c.end_offset == 0 and c.epoch == 0 and c.state == names.CheckpointState.COMPLETE:
+                return c
+        return None
+
+
+class LogDir(BaseModel):
+    path: str
+    meta: dict[str, str] | None = None
+    meta_error: str | None = None
+    locked: bool = False
+    clean_shutdown: bool = False
+    bootstrap_checkpoint: bool = False
+    offset_checkpoints: dict[str, int] = Field(default_factory=dict)  # file name -> entries
+    partitions: list[Partition] = Field(default_factory=list)
+    metadata_log: MetadataLog | None = None
+    other_dirs: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+
+    @property
+    def node_id(self) -> int | None:
+        if not self.meta:
+            return None
+        value = self.meta.get("node.id", self.meta.get("broker.id"))
+        return int(value) if value is not None and value.lstrip("-").isdigit() else None
+
+    @property
+    def cluster_id(self) -> str | None:
+        return self.meta.get("cluster.id") if self.meta else None
+
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        for p in self.partitions:
+            if p.topic == topic and p.partition == partition:
+                return p
+        return None
+
+
+class Inventory(BaseModel):
+    log_dirs: list[LogDir] = Field(default_factory=list)
+
+    def brokers(self) -> dict[int | None, list[LogDir]]:
+        out: dict[int | None, list[LogDir]] = {}
+        for d in self.log_dirs:
+            out.setdefault(d.node_id, []).append(d)
+        return out
+
+
+# ---------------------------------------------------------------- the lock
+
+
+_HELD_LOCKS: dict[str, int] = {}
+
+
+def is_locked(log_dir: str | os.PathLike[str]) -> bool:
+    """True when another process holds the log dir's ``.lock`` (a live broker)."""
+    lock = Path(log_dir) / names.LOCK_FILE
+    if str(lock.resolve()) in _HELD_LOCKS:
+        return False  # our own lock; closing another descriptor would drop it
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        # A shared test lock conflicts with the broker's exclusive lock and needs no write access.
+        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EAGAIN):
+            return True
+        raise
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+class LogDirLock:
+    """Hold a log dir's ``.lock`` as Kafka does, so no broker starts on it while we work."""
+
+    def __init__(self, log_dir: str | os.PathLike[str]) -> None:
+        self.path = Path(log_dir) / names.LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EACCES, errno.EAGAIN):
+                return False
+            raise
+        self._fd = fd
+        _HELD_LOCKS[str(self.path.resolve())] = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            _HELD_LOCKS.pop(str(self.path.resolve()), None)
+            fcntl.lockf(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> LogDirLock:
+        if not self.acquire():
+            raise BlockingIOError(f"{self.path}: held by another process (a live broker?)")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+# ---------------------------------------------------------------- scanning
+
+
+def scan_segment_stats(log_file: str | os.PathLike[str], *, deep: bool = False) -> SegmentStats:
+    st = SegmentStats()
+    by_magic: Counter = Counter()
+    bytes_by_magic: Counter = Counter()
+    codecs: Counter = Counter()
+    epochs: list[int] = []
+    fr = FileRecords(log_file)
+    try:
+        for b in fr.batches():
+            magic = f"v{b.magic}"
+            by_magic[magic] += 1
+            bytes_by_magic[magic] += b.size_in_bytes
+            codecs[b.compression.label] += 1
+            st.batches += 1
+            if b.magic == MAGIC_V2:
+                st.records += b.records_count
+                first = b.base_offset
+                if b.producer_id >= 0:
+                    st.producer_batches += 1
+                if b.is_transactional:
+                    st.transactional_batches += 1
+                if b.is_control:
+                    st.control_batches += 1
+                ple = b.partition_leader_epoch
+                if ple >= 0 and (not epochs or ple > epochs[-1]):
+                    epochs.append(ple)
+            elif b.is_compressed:
+                if deep:
+                    inner = b.inner()
+                    st.records += len(inner)
+                    first = inner[0].offset
+                else:
+                    st.records_exact = False
+                    first = None
+            else:
+                st.records += 1
+                first = b.offset
+            if st.first_offset is None:
+                st.first_offset = first if first is not None else b.last_offset
+            st.last_offset = b.last_offset
+            ts = b.max_timestamp
+            if ts > st.max_timestamp:
+                st.max_timestamp = ts
+            if ts >= 0 and (st.min_batch_timestamp is None or ts < st.min_batch_timestamp):
+                st.min_batch_timestamp = ts
+    except KafkaFormatError as exc:
+        st.error = exc.to_dict()
+    st.valid_bytes = fr.valid_bytes
+    st.trailing_bytes = fr.size - fr.valid_bytes if st.error is None else 0
+    st.batches_by_magic = dict(by_magic)
+    st.bytes_by_magic = dict(bytes_by_magic)
+    st.codecs = dict(codecs)
+    st.leader_epochs = epochs
+    return st
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return None
+
+
+def scan_partition_dir(path: str | os.PathLike[str], *, stats: bool = True, deep: bool = False) -> Partition:
+    from .formats.checkpoint_files import LeaderEpochCheckpointFile
+    from .formats.partition_metadata import PartitionMetadataFile
+
+    p = Path(path)
+    tp = names.parse_partition_dir_name(p.name)
+    part = Partition(topic=tp.topic, partition=tp.partition, path=str(p), kind=tp.kind.value)
+    logs: dict[int, os.DirEntry] = {}
+    others: dict[str, os.DirEntry] = {}
+    with os.scandir(p) as it:
+        for e in it:
+            others[e.name] = e
+    for name, e in sorted(others.items()):
+        if name.endswith(names.LEFTOVER_SUFFIXES):
+            part.leftovers.append(name)
+        elif name.endswith(names.LOG_FILE_SUFFIX):
+            try:
+                logs[names.offset_from_file_name(name)] = e
+            except KafkaFormatError:
+                part.problems.append(f"{name}: not a segment file name")
+        elif name.endswith(names.PRODUCER_SNAPSHOT_FILE_SUFFIX):
+            try:
+                part.producer_snapshots.append(names.offset_from_file_name(name))
+            except KafkaFormatError:
+                part.problems.append(f"{name}: not a snapshot file name")
+    for base in sorted(logs):
+        e = logs[base]
+        st = e.stat()
+        prefix = names.filename_prefix_from_offset(base)
+        seg = Segment(
+            base_offset=base,
+            log_file=e.name,
+            size=st.st_size,
+            mtime_ns=st.st_mtime_ns,
+            index_size=_size(p / (prefix + names.INDEX_FILE_SUFFIX)) if prefix + names.INDEX_FILE_SUFFIX in others
+            else None,
+            time_index_size=_size(p / (prefix + names.TIME_INDEX_FILE_SUFFIX))
+            if prefix + names.TIME_INDEX_FILE_SUFFIX in others else None,
+            txn_index_size=_size(p / (prefix + names.TXN_INDEX_FILE_SUFFIX))
+            if prefix + names.TXN_INDEX_FILE_SUFFIX in others else None,
+        )
+        if stats:
+            seg.stats = scan_segment_stats(p / e.name, deep=deep)
+        part.segments.append(seg)
+    part.producer_snapshots.sort()
+    if names.PARTITION_METADATA_FILE in others:
+        try:
+            part.topic_id = PartitionMetadataFile.read(p / names.PARTITION_METADATA_FILE).topic_id.to_string()
+        except KafkaFormatError as exc:
+            part.topic_id_error = str(exc)
+    if names.LEADER_EPOCH_CHECKPOINT_FILE in others:
+        try:
+            part.leader_epochs = [
+                (e.epoch, e.start_offset)
+                for e in LeaderEpochCheckpointFile.read(p / names.LEADER_EPOCH_CHECKPOINT_FILE).entries
+            ]
+        except KafkaFormatError as exc:
+            part.problems.append(str(exc))
+    return part
+
+
+def scan_metadata_log(path: str | os.PathLike[str], *, stats: bool = True) -> MetadataLog:
+    p = Path(path)
+    part = scan_partition_dir(p, stats=stats)
+    md = MetadataLog(path=str(p), segments=part.segments)
+    with os.scandir(p) as it:
+        for e in sorted(it, key=lambda e: e.name):
+            if ".checkpoint" not in e.name:
+                continue
+            try:
+                cn = names.parse_checkpoint_file_name(e.name)
+            except KafkaFormatError:
+                continue
+            md.checkpoints.append(
+                KRaftCheckpoint(file=e.name, end_offset=cn.end_offset, epoch=cn.epoch, state=cn.state.value,
+                                size=e.stat().st_size)
+            )
+    return md
+
+
+def scan_log_dir(path: str | os.PathLike[str], *, stats: bool = True, deep: bool = False) -> LogDir:
+    from .formats.checkpoint_files import OffsetCheckpointFile
+    from .formats.meta_properties import MetaProperties
+
+    p = Path(path)
+    if not p.is_dir():
+        raise FileNotFoundError(f"{p}: not a directory")
+    d = LogDir(path=str(p))
+    d.locked = is_locked(p)
+    d.clean_shutdown = (p / names.CLEAN_SHUTDOWN_FILE).exists()
+    d.bootstrap_checkpoint = (p / names.BOOTSTRAP_CHECKPOINT_FILE).exists()
+    if (p / names.META_PROPERTIES_FILE).exists():
+        try:
+            d.meta = MetaProperties.read(p / names.META_PROPERTIES_FILE).to_properties()
+        except (KafkaFormatError, ValueError) as exc:
+            d.meta_error = str(exc)
+    for name in names.OFFSET_CHECKPOINT_FILES:
+        if (p / name).exists():
+            try:
+                d.offset_checkpoints[name] = len(OffsetCheckpointFile.read(p / name).entries)
+            except KafkaFormatError as exc:
+                d.problems.append(str(exc))
+    with os.scandir(p) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for e in entries:
+        if not e.is_dir():
+            continue
+        if e.name == names.METADATA_PARTITION_DIR:
+            d.metadata_log = scan_metadata_log(e.path, stats=stats)
+            continue
+        try:
+            d.partitions.append(scan_partition_dir(e.path, stats=stats, deep=deep))
+        except KafkaFormatError:
+            d.other_dirs.append(e.name)
+    return d
+
+
+def scan_inventory(paths: list[str | os.PathLike[str]], *, stats: bool = True, deep: bool = False) -> Inventory:
+    return Inventory(log_dirs=[scan_log_dir(p, stats=stats, deep=deep) for p in paths])

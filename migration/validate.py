@@ -1,0 +1,449 @@
+"""Validation of broker log dirs, partition dirs and single files.
+
+What is checked (Kafka's own rules, kafka-formats.md §0.3, §1-§5, §8):
+- segments: every batch CRC (v0/v1 inner messages too), record structure, offsets strictly
+  increasing, at or above the segment base offset, below the next segment's base offset and
+  within int32 of the base offset; no trailing bytes after the last complete batch;
+- offset index: Kafka's sanity check, entries strictly increasing, every position a batch
+  boundary at or before the batch holding the entry's offset (entries of multi-batch appends
+  that kafka-dump-log calls mismatches are legal and reported as info);
+- time index: sanity check, strictly increasing timestamps, each entry's timestamp the
+  maximum seen up to its offset, offsets inside the segment;
+- transaction index, producer snapshots (CRC, naming, alignment to segment base offsets),
+  leader-epoch-checkpoint, partition.metadata, leftover files of an interrupted operation.
+A segment is read once, streaming; the index files (at most 10 MiB each) are merge-joined
+against the batches as they pass, so memory does not grow with the segment.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from .formats import names
+from .formats.errors import KafkaFormatError
+from .formats.file_records import FileRecords
+from .formats.model import MAGIC_V2
+
+Severity = Literal["error", "warning", "info"]
+INT32_MAX = 2**31 - 1
+
+
+class Finding(BaseModel):
+    severity: Severity
+    code: str
+    path: str
+    position: int | None = None
+    message: str
+    partition: str | None = None
+
+    def __str__(self) -> str:
+        where = self.path + (f" @ byte {self.position}" if self.position is not None else "")
+        return f"{self.severity.upper():7} {self.code}: {where}: {self.message}"
+
+
+class ValidationResult(BaseModel):
+    findings: list[Finding] = Field(default_factory=list)
+    files_checked: int = 0
+    bytes_checked: int = 0
+    batches_checked: int = 0
+    records_checked: int = 0
+
+    @property
+    def problems(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity != "info"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def add(self, severity: Severity, code: str, path: str | os.PathLike[str], message: str, *,
+            position: int | None = None, partition: str | None = None) -> None:
+        self.findings.append(Finding(severity=severity, code=code, path=str(path), position=position,
+                                     message=message, partition=partition))
+
+    def add_error(self, exc: KafkaFormatError, code: str, partition: str | None = None,
+                  path: str | os.PathLike[str] | None = None) -> None:
+        self.findings.append(Finding(severity="error", code=code, path=exc.path or str(path), position=exc.position,
+                                     message=f"{exc.message}" + (
+                                         f" (expected {exc.expected}, found {exc.found})"
+                                         if exc.expected is not None or exc.found is not None else ""),
+                                     partition=partition))
+
+    def merge(self, other: ValidationResult) -> None:
+        self.findings.extend(other.findings)
+        self.files_checked += other.files_checked
+        self.bytes_checked += other.bytes_checked
+        self.batches_checked += other.batches_checked
+        self.records_checked += other.records_checked
+
+
+class SegmentSummary(BaseModel):
+    """What a validation pass learnt about a segment, for callers that act on it."""
+
+    base_offset: int
+    valid: bool
+    batches: int = 0
+    records: int = 0
+    last_offset: int | None = None
+    max_timestamp: int = -1
+
+
+def validate_segment(
+    log_path: str | os.PathLike[str],
+    *,
+    next_base_offset: int | None = None,
+    deep: bool = True,
+    result: ValidationResult | None = None,
+    partition: str | None = None,
+    on_batch: Callable[[object], None] | None = None,
+    leader_epochs: list[tuple[int, int]] | None = None,
+) -> tuple[ValidationResult, SegmentSummary]:
+    """Validate one segment and its companions (index, time index, transaction index)."""
+    from .formats.offset_index import OffsetIndex
+    from .formats.time_index import TimeIndex
+    from .formats.transaction_index import TransactionIndex
+
+    res = result if result is not None else ValidationResult()
+    log_path = Path(log_path)
+    base = names.offset_from_file_name(log_path.name)
+    summary = SegmentSummary(base_offset=base, valid=True)
+    errors_before = len(res.problems)
+    prefix = log_path.parent / names.filename_prefix_from_offset(base)
+    index_path = Path(str(prefix) + names.INDEX_FILE_SUFFIX)
+    time_path = Path(str(prefix) + names.TIME_INDEX_FILE_SUFFIX)
+    txn_path = Path(str(prefix) + names.TXN_INDEX_FILE_SUFFIX)
+
+    offset_entries: list[tuple[int, int]] = []
+    time_entries: list[tuple[int, int]] = []
+    if index_path.exists():
+        try:
+            idx = OffsetIndex.read(index_path, base, strict=True)
+            offset_entries = [(e.offset, e.position) for e in idx.entries]
+            res.files_checked += 1
+        except KafkaFormatError as exc:
+            res.add_error(exc, "index-corrupt", partition, index_path)
+        except ValueError as exc:
+            res.add("error", "index-corrupt", index_path, str(exc), partition=partition)
+    if time_path.exists():
+        try:
+            tidx = TimeIndex.read(time_path, base, strict=True)
+            time_entries = [(e.timestamp, e.offset) for e in tidx.entries]
+            res.files_checked += 1
+        except KafkaFormatError as exc:
+            res.add_error(exc, "timeindex-corrupt", partition, time_path)
+        except ValueError as exc:
+            res.add("error", "timeindex-corrupt", time_path, str(exc), partition=partition)
+    if txn_path.exists():
+        try:
+            TransactionIndex.read(txn_path, base, strict=True)
+            res.files_checked += 1
+        except KafkaFormatError as exc:
+            res.add_error(exc, "txnindex-corrupt", partition, txn_path)
+
+    fr = FileRecords(log_path)
+    res.files_checked += 1
+    epoch_starts = [start for _, start in leader_epochs or ()]
+    oi = 0  # next offset-index entry to match
+    ti = 0  # next time-index entry to match
+    max_ts = -1
+    prev_last = base - 1
+    records = 0
+    batches = 0
+    try:
+        for b in fr.batches():
+            batches += 1
+            pos = b.position
+            try:
+                b.ensure_valid()
+                if deep:
+                    if b.magic == MAGIC_V2:
+                        recs = b.records()
+                        n = len(recs)
+                        if n and (recs[0].offset < b.base_offset or recs[-1].offset > b.last_offset):
+                            res.add("error", "record-offset", log_path, "record offsets outside the batch's range",
+                                    position=pos, partition=partition)
+                    else:
+                        n = len(b.inner()) if b.is_compressed else 1
+                    records += n
+            except KafkaFormatError as exc:
+                res.add_error(exc.located(str(log_path)), "corrupt-batch", partition, log_path)
+                summary.valid = False
+                # Kafka stops recovery at the first invalid batch: so do we.
+                break
+            first = b.base_offset
+            last = b.last_offset
+            if first <= prev_last:
+                res.add("error", "offset-order", log_path,
+                        f"batch offsets {first}..{last} do not follow the previous batch ending at {prev_last}",
+                        position=pos, partition=partition)
+            if last - base > INT32_MAX:
+                res.add("error", "offset-overflow", log_path,
+                        f"offset {last} is more than int32 above the segment base offset {base}",
+                        position=pos, partition=partition)
+            if next_base_offset is not None and last >= next_base_offset:
+                res.add("error", "offset-beyond-segment", log_path,
+                        f"offset {last} is not below the next segment's base offset {next_base_offset}",
+                        position=pos, partition=partition)
+            prev_last = max(prev_last, last)
+            if leader_epochs and b.magic == MAGIC_V2:
+                # The epoch field is outside the CRC: the leader-epoch cache, built from these
+                # same batches, is the only cross-check Kafka leaves us.
+                k = bisect.bisect_right(epoch_starts, first) - 1
+                expected_epoch = leader_epochs[k][0] if k >= 0 else None
+                if expected_epoch is not None and b.partition_leader_epoch != expected_epoch:
+                    res.add("error", "leader-epoch-mismatch", log_path,
+                            f"batch at offset {first} has partition leader epoch {b.partition_leader_epoch}, "
+                            f"leader-epoch-checkpoint says {expected_epoch}", position=pos + 12,
+                            partition=partition)
+            if b.max_timestamp > max_ts:
+                max_ts = b.max_timestamp
+            # offset index: entries whose position is this batch's
+            while oi < len(offset_entries) and offset_entries[oi][1] < pos:
+                res.add("error", "index-position", index_path,
+                        f"entry {oi} (offset {offset_entries[oi][0]}) points inside a batch, at byte "
+                        f"{offset_entries[oi][1]}", position=oi * 8, partition=partition)
+                oi += 1
+            while oi < len(offset_entries) and offset_entries[oi][1] == pos:
+                off = offset_entries[oi][0]
+                if off < first:
+                    res.add("error", "index-offset", index_path,
+                            f"entry {oi} names offset {off} but byte {pos} starts at offset {first}",
+                            position=oi * 8, partition=partition)
+                elif off != last:
+                    res.add("info", "index-multi-batch", index_path,
+                            f"entry {oi} offset {off} is not the last offset {last} of the batch at byte {pos} "
+                            "(a multi-batch append; lookups stay correct)", position=oi * 8, partition=partition)
+                oi += 1
+            # time index: an entry (T, O) is checked when the batch holding O passes
+            while ti < len(time_entries) and time_entries[ti][1] <= last:
+                ts, off = time_entries[ti]
+                if ts > max_ts:
+                    res.add("error", "timeindex-ahead", time_path,
+                            f"entry {ti} timestamp {ts} is above the maximum timestamp {max_ts} up to offset {off}",
+                            position=ti * 12, partition=partition)
+                ti += 1
+            if on_batch is not None:
+                on_batch(b)
+    except KafkaFormatError as exc:
+        res.add_error(exc.located(str(log_path)), "corrupt-batch", partition, log_path)
+        summary.valid = False
+    if summary.valid and fr.trailing_bytes:
+        res.add("error", "trailing-bytes", log_path,
+                f"{fr.trailing_bytes} bytes after the last complete batch (a truncated tail)",
+                position=fr.valid_bytes, partition=partition)
+        summary.valid = False
+    if summary.valid:
+        for j in range(oi, len(offset_entries)):
+            res.add("error", "index-beyond-log", index_path,
+                    f"entry {j} points at byte {offset_entries[j][1]}, not a batch start in the log",
+                    position=j * 8, partition=partition)
+        for j in range(ti, len(time_entries)):
+            res.add("error", "timeindex-beyond-log", time_path,
+                    f"entry {j} names offset {time_entries[j][1]}, beyond the last offset {prev_last}",
+                    position=j * 12, partition=partition)
+    prev_ts = None
+    for j, (ts, _off) in enumerate(time_entries):
+        if prev_ts is not None and ts <= prev_ts:
+            res.add("error", "timeindex-order", time_path, f"entry {j} timestamp {ts} does not increase",
+                    position=j * 12, partition=partition)
+        prev_ts = ts
+    res.bytes_checked += fr.valid_bytes
+    res.batches_checked += batches
+    res.records_checked += records
+    summary.batches = batches
+    summary.records = records
+    summary.last_offset = prev_last if batches else None
+    summary.max_timestamp = max_ts
+    if len(res.problems) > errors_before:
+        summary.valid = False
+    return res, summary
+
+
+def validate_partition_dir(path: str | os.PathLike[str], *, deep: bool = True,
+                           result: ValidationResult | None = None) -> ValidationResult:
+    from .formats.partition_metadata import PartitionMetadataFile
+    from .formats.producer_snapshot import ProducerSnapshot
+
+    res = result if result is not None else ValidationResult()
+    p = Path(path)
+    try:
+        tp = names.parse_partition_dir_name(p.name)
+    except KafkaFormatError as exc:
+        res.add_error(exc, "bad-dir-name", None, p)
+        return res
+    part = tp.name
+    logs: list[int] = []
+    snapshots: list[int] = []
+    for e in sorted(os.scandir(p), key=lambda e: e.name):
+        name = e.name
+        if name.endswith(names.LEFTOVER_SUFFIXES):
+            res.add("warning", "leftover-file", e.path,
+                    "left by an interrupted replace, delete or checkpoint (Kafka resolves it at startup)",
+                    partition=part)
+        elif name.endswith(names.LOG_FILE_SUFFIX):
+            logs.append(names.offset_from_file_name(name))
+        elif name.endswith(names.PRODUCER_SNAPSHOT_FILE_SUFFIX):
+            snapshots.append(names.offset_from_file_name(name))
+        elif name.endswith((names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX, names.TXN_INDEX_FILE_SUFFIX)):
+            base = names.offset_from_file_name(name)
+            if not (p / names.log_file_name(base)).exists():
+                res.add("warning", "orphan-index", e.path, "index file without its .log (Kafka deletes it)",
+                        partition=part)
+    epochs = _leader_epochs(p, res, part)
+    for i, base in enumerate(logs):
+        nxt = logs[i + 1] if i + 1 < len(logs) else None
+        validate_segment(p / names.log_file_name(base), next_base_offset=nxt, deep=deep, result=res,
+                         partition=part, leader_epochs=epochs)
+    base_set = set(logs)
+    for off in snapshots:
+        sp = p / names.producer_snapshot_file_name(off)
+        try:
+            ProducerSnapshot.read(sp)
+            res.files_checked += 1
+        except KafkaFormatError as exc:
+            res.add_error(exc, "snapshot-corrupt", part, sp)
+            continue
+        if off not in base_set and not (logs and off > logs[-1] and off == max(snapshots)):
+            res.add("warning", "snapshot-stray", sp,
+                    f"snapshot offset {off} is not a segment base offset (Kafka deletes it as a stray)",
+                    partition=part)
+    pm = p / names.PARTITION_METADATA_FILE
+    if pm.exists():
+        try:
+            PartitionMetadataFile.read(pm)
+            res.files_checked += 1
+        except KafkaFormatError as exc:
+            res.add_error(exc, "partition-metadata-corrupt", part, pm)
+    return res
+
+
+def _leader_epochs(p: Path, res: ValidationResult, part: str) -> list[tuple[int, int]] | None:
+    from .formats.checkpoint_files import LeaderEpochCheckpointFile
+
+    lec = p / names.LEADER_EPOCH_CHECKPOINT_FILE
+    if not lec.exists():
+        return None
+    try:
+        f = LeaderEpochCheckpointFile.read(lec)
+        f.check_order()
+        res.files_checked += 1
+    except KafkaFormatError as exc:
+        res.add_error(exc, "leader-epoch-corrupt", part, lec)
+        return None
+    return [(e.epoch, e.start_offset) for e in f.entries]
+
+
+def validate_log_dir(path: str | os.PathLike[str], *, deep: bool = True,
+                     result: ValidationResult | None = None) -> ValidationResult:
+    from .formats.checkpoint_files import OffsetCheckpointFile
+    from .formats.meta_properties import MetaProperties
+
+    res = result if result is not None else ValidationResult()
+    p = Path(path)
+    mp = p / names.META_PROPERTIES_FILE
+    if mp.exists():
+        try:
+            MetaProperties.read(mp)
+            res.files_checked += 1
+        except (KafkaFormatError, ValueError) as exc:
+            res.add("error", "meta-properties", mp, str(exc))
+    for name in names.OFFSET_CHECKPOINT_FILES:
+        cp = p / name
+        if cp.exists():
+            try:
+                OffsetCheckpointFile.read(cp)
+                res.files_checked += 1
+            except KafkaFormatError as exc:
+                res.add_error(exc, "offset-checkpoint-corrupt", None, cp)
+    for e in sorted(os.scandir(p), key=lambda e: e.name):
+        if e.name.endswith(names.LEFTOVER_SUFFIXES) and e.is_file():
+            res.add("warning", "leftover-file", e.path, "temporary file of an interrupted checkpoint write")
+        if not e.is_dir():
+            continue
+        if e.name == names.METADATA_PARTITION_DIR:
+            _validate_metadata_dir(Path(e.path), res)
+            continue
+        try:
+            names.parse_partition_dir_name(e.name)
+        except KafkaFormatError:
+            res.add("warning", "unknown-dir", e.path, "not a topic-partition directory: Kafka refuses to start "
+                    "on a log dir holding it")
+            continue
+        validate_partition_dir(e.path, deep=deep, result=res)
+    return res
+
+
+def _validate_metadata_dir(path: Path, res: ValidationResult) -> None:
+    """The KRaft metadata partition: its segments like any partition, its checkpoints by the
+    KRaft validator when that module is present."""
+    try:
+        from .kraft_validate import validate_metadata_log_dir
+    except ImportError:
+        validate_partition_dir(path, result=res)
+        return
+    validate_metadata_log_dir(path, result=res)
+
+
+def validate_file(path: str | os.PathLike[str], *, deep: bool = True,
+                  result: ValidationResult | None = None) -> ValidationResult:
+    from .formats.producer_snapshot import ProducerSnapshot
+
+    res = result if result is not None else ValidationResult()
+    p = Path(path)
+    name = p.name
+    try:
+        if name.endswith(names.LOG_FILE_SUFFIX):
+            validate_segment(p, deep=deep, result=res)
+        elif name.endswith((names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX, names.TXN_INDEX_FILE_SUFFIX)):
+            log = p.with_name(names.log_file_name(names.offset_from_file_name(name)))
+            if log.exists():
+                validate_segment(log, deep=deep, result=res)
+            else:
+                res.add("warning", "orphan-index", p, "index file without its .log")
+        elif name.endswith(names.PRODUCER_SNAPSHOT_FILE_SUFFIX):
+            ProducerSnapshot.read(p)
+            res.files_checked += 1
+        elif name.endswith(names.CHECKPOINT_FILE_SUFFIX) or name == names.BOOTSTRAP_CHECKPOINT_FILE:
+            from .kraft_validate import validate_checkpoint_file
+
+            validate_checkpoint_file(p, result=res)
+        else:
+            res.add("info", "skipped", p, "not a file kind the validator knows")
+    except KafkaFormatError as exc:
+        res.add_error(exc, "corrupt-file", None, p)
+    return res
+
+
+def validate_paths(paths: list[str | os.PathLike[str]], *, deep: bool = True) -> ValidationResult:
+    """Validate each PATH: a log dir (has meta.properties or partition dirs), a partition dir
+    or a single file."""
+    res = ValidationResult()
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            res.add("error", "missing", p, "no such file or directory")
+        elif p.is_file():
+            validate_file(p, deep=deep, result=res)
+        elif p.name == names.METADATA_PARTITION_DIR:
+            _validate_metadata_dir(p, res)
+        elif _is_partition_dir(p):
+            validate_partition_dir(p, deep=deep, result=res)
+        else:
+            validate_log_dir(p, deep=deep, result=res)
+    return res
+
+
+def _is_partition_dir(p: Path) -> bool:
+    if (p / names.META_PROPERTIES_FILE).exists():
+        return False
+    try:
+        names.parse_partition_dir_name(p.name)
+    except KafkaFormatError:
+        return False
+    return any(e.name.endswith(names.LOG_FILE_SUFFIX) for e in os.scandir(p))
