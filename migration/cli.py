@@ -6,6 +6,7 @@ example a live broker holds a log dir).
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -180,6 +181,17 @@ def sample_cluster(
         raise typer.Exit(EXIT_USAGE) from None
     console.print(f"sample cluster in {sc.root}: {len(sc.broker_log_dirs)} brokers, controller "
                   f"{sc.controller_dir}, {sum(sc.records.values())} records; description {sc.description_path}")
+
+
+# Each migration's commands live in their own module under migration/commands.
+for _name in ("upgrade", "tier", "unify", "report"):
+    try:
+        _module = importlib.import_module(f"migration.commands.{_name}")
+    except ModuleNotFoundError as _exc:
+        if _exc.name != f"migration.commands.{_name}":
+            raise
+        continue
+    _module.register(app)
 
 
 def main() -> None:

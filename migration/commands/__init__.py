@@ -1,0 +1,1 @@
+"""CLI commands of each migration; each module defines ``register(app)``."""

@@ -1,0 +1,156 @@
+"""Units of work and the engines that run them.
+
+A migration's driver inventories log dirs and builds a list of small :class:`Unit` documents
+(paths, sizes, mtimes, parameters: metadata only). An engine runs the migration's unit
+function over them and returns small result documents:
+- ``inline``: in this process, one unit after the other (tests, small jobs, dry runs);
+- ``spark``: a Spark job, one task per unit, on a local master (log dirs are local disks)
+  or a cluster master. Speculation stays off; a retried task re-runs a unit, so every unit
+  function is idempotent.
+Unit functions never raise: an exception becomes a failed result naming the unit, so one
+bad segment does not stop the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+log = logging.getLogger(__name__)
+
+# Unit kind -> "module:function". Functions take (unit: Unit, options: dict) and return a dict.
+UNIT_FUNCTIONS: dict[str, str] = {
+    "validate-partition": "migration.ops.preflight:run_validate_unit",
+    "upgrade-segment": "migration.ops.upgrade:run_unit",
+    "tier-partition": "migration.ops.tiered:run_unit",
+    "unify-metadata-dir": "migration.ops.unify:run_unit",
+}
+
+
+class Unit(BaseModel):
+    kind: str
+    id: str = Field(description="Stable id: the same unit in a re-run has the same id")
+    broker_id: int = -1
+    log_dir: str
+    path: str
+    topic: str | None = None
+    partition: int | None = None
+    size: int = 0
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+def resolve(kind: str) -> Callable[[Unit, dict[str, Any]], dict[str, Any]]:
+    try:
+        target = UNIT_FUNCTIONS[kind]
+    except KeyError:
+        raise ValueError(f"unknown unit kind {kind!r}; known: {sorted(UNIT_FUNCTIONS)}") from None
+    module, func = target.split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def execute_unit(unit: Unit | dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """Run one unit, turning any exception into a failed result."""
+    u = unit if isinstance(unit, Unit) else Unit.model_validate(unit)
+    started = time.monotonic()
+    try:
+        result = resolve(u.kind)(u, options)
+    except Exception as exc:  # a unit must never take the job down with it
+        log.exception("unit %s failed", u.id)
+        result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
+                  "traceback": traceback.format_exc(limit=8)}
+    result.setdefault("unit_id", u.id)
+    result.setdefault("kind", u.kind)
+    result.setdefault("duration_s", time.monotonic() - started)
+    return result
+
+
+def _execute_json(unit_json: str, options_json: str) -> str:
+    return json.dumps(execute_unit(json.loads(unit_json), json.loads(options_json)), default=str)
+
+
+class Progress(Protocol):
+    def __call__(self, done: int, total: int, result: dict[str, Any]) -> None: ...
+
+
+class InlineEngine:
+    name = "inline"
+
+    def run(self, units: Iterable[Unit], options: dict[str, Any], progress: Progress | None = None
+            ) -> list[dict[str, Any]]:
+        units = list(units)
+        out = []
+        for i, u in enumerate(units):
+            r = execute_unit(u, options)
+            out.append(r)
+            if progress:
+                progress(i + 1, len(units), r)
+        return out
+
+
+def spark_session(master: str | None = None, app_name: str = "kmigrate"):  # noqa: ANN201 - pyspark optional
+    """The active Spark session, or a new one on ``master`` (default: ``$KMIGRATE_SPARK_MASTER``
+    or ``local[*]``). Spark's Python workers run this same interpreter."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or _python())
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", _python())
+    builder = (
+        SparkSession.builder.master(master or os.environ.get("KMIGRATE_SPARK_MASTER", "local[*]"))
+        .appName(app_name)
+        .config("spark.speculation", "false")  # a unit rewrites files: never run it twice at once
+        .config("spark.ui.enabled", "false")
+        .config("spark.task.maxFailures", "2")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.sql.shuffle.partitions", "4")
+    )
+    return builder.getOrCreate()
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+class SparkEngine:
+    name = "spark"
+
+    def __init__(self, master: str | None = None, spark: Any = None) -> None:
+        self.master = master
+        self._spark = spark
+
+    def run(self, units: Iterable[Unit], options: dict[str, Any], progress: Progress | None = None
+            ) -> list[dict[str, Any]]:
+        units = list(units)
+        if not units:
+            return []
+        spark = self._spark or spark_session(self.master)
+        sc = spark.sparkContext
+        opts = json.dumps(options, default=str)
+        payload = [u.model_dump_json() for u in units]
+        # One slice per unit: each task is one segment (or dir), retried alone if it fails.
+        rdd = sc.parallelize(payload, numSlices=len(payload))
+        results = [json.loads(r) for r in rdd.map(lambda s: _execute_json(s, opts)).collect()]
+        if progress:
+            for i, r in enumerate(results):
+                progress(i + 1, len(results), r)
+        return results
+
+
+def get_engine(name: str, *, master: str | None = None, spark: Any = None) -> InlineEngine | SparkEngine:
+    if name == "inline":
+        return InlineEngine()
+    if name == "spark":
+        return SparkEngine(master, spark)
+    raise ValueError(f"unknown engine {name!r}: use 'spark' or 'inline'")

@@ -1,0 +1,1 @@
+"""Spark jobs: the applications that ``spark-submit`` (and Airflow's SparkSubmitOperator) run."""

@@ -1,0 +1,1 @@
+"""Operations: what each migration does to log dirs, unit by unit. Imports no Spark or Airflow."""

@@ -1,0 +1,66 @@
+"""Fixtures shared by the whole suite.
+
+- ``spark``: one local Spark session for every test that needs one (a JVM starts in ~5 s).
+- ``sample_cluster_template`` builds the sample legacy cluster once; ``sample_cluster``
+  gives each test its own copy (tests rewrite files in place).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("KMIGRATE_PROJECT_ROOT", str(ROOT))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from migration.engine import spark_session
+
+    session = spark_session("local[2]", app_name="kmigrate-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def sample_cluster_template(tmp_path_factory):
+    from migration.sample_cluster import build_sample_cluster
+
+    root = tmp_path_factory.mktemp("sample-template") / "cluster"
+    return build_sample_cluster(root)
+
+
+@pytest.fixture
+def sample_cluster(sample_cluster_template, tmp_path):
+    """A private copy of the sample cluster (mtimes preserved), with paths rewritten."""
+    from migration.cluster import ClusterDescription
+    from migration.sample_cluster import SampleCluster
+
+    src = sample_cluster_template.root
+    dst = tmp_path / "cluster"
+    shutil.copytree(src, dst, copy_function=shutil.copy2)
+
+    def moved(p: Path) -> Path:
+        return dst / Path(p).relative_to(src)
+
+    desc = ClusterDescription.model_validate_json(
+        (dst / "cluster.json").read_text().replace(str(src), str(dst))
+    )
+    desc.dump(dst / "cluster.json")
+    t = sample_cluster_template
+    return SampleCluster(
+        root=dst,
+        description_path=dst / "cluster.json",
+        description=desc,
+        broker_log_dirs={b: moved(p) for b, p in t.broker_log_dirs.items()},
+        controller_dir=moved(t.controller_dir),
+        topic_ids=dict(t.topic_ids),
+        records=dict(t.records),
+    )
