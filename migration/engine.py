@@ -47,11 +47,14 @@ class Unit(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-def resolve(kind: str) -> Callable[[Unit, dict[str, Any]], dict[str, Any]]:
+def resolve(kind: str, extra: dict[str, str] | None = None) -> Callable[[Unit, dict[str, Any]], dict[str, Any]]:
+    """The unit function of ``kind``; ``extra`` (from a job's options, so it reaches Spark
+    executors too) may add kinds beyond the built-in ones."""
+    known = {**UNIT_FUNCTIONS, **(extra or {})}
     try:
-        target = UNIT_FUNCTIONS[kind]
+        target = known[kind]
     except KeyError:
-        raise ValueError(f"unknown unit kind {kind!r}; known: {sorted(UNIT_FUNCTIONS)}") from None
+        raise ValueError(f"unknown unit kind {kind!r}; known: {sorted(known)}") from None
     module, func = target.split(":")
     return getattr(importlib.import_module(module), func)
 
@@ -61,7 +64,7 @@ def execute_unit(unit: Unit | dict[str, Any], options: dict[str, Any]) -> dict[s
     u = unit if isinstance(unit, Unit) else Unit.model_validate(unit)
     started = time.monotonic()
     try:
-        result = resolve(u.kind)(u, options)
+        result = resolve(u.kind, options.get("unit_functions"))(u, options)
     except Exception as exc:  # a unit must never take the job down with it
         log.exception("unit %s failed", u.id)
         result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",

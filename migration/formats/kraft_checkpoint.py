@@ -88,7 +88,10 @@ def read_checkpoint(data: bytes | memoryview, *, path: str | os.PathLike[str] | 
         if b.magic != MAGIC_V2:
             raise CorruptCheckpointError("checkpoint batch is not a v2 record batch", path=p, position=b.position + 16,
                                          expected=2, found=b.magic)
-        b.ensure_valid()
+        try:
+            b.ensure_valid()
+        except KafkaFormatError as exc:
+            raise exc.located(p) from None
         batches.append(b)  # type: ignore[arg-type]
     if not batches:
         raise CorruptCheckpointError("checkpoint holds no batch", path=p, position=0, expected="a header batch")

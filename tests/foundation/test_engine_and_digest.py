@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from migration.digest import digest_records
+from migration.engine import UNIT_FUNCTIONS, Unit, execute_unit, get_engine
+from migration.formats.model import Header, Record
+
+
+def test_digest_distinguishes_null_from_empty_and_tracks_timestamps():
+    a = digest_records([Record(0, -1, None, b"v")])
+    b = digest_records([Record(0, -1, b"", b"v")])
+    c = digest_records([Record(0, 5, None, b"v")])
+    assert a.content != b.content
+    assert a.content == c.content and a.full != c.full
+    assert a.matches(c, timestamps=False) and not a.matches(c)
+    h = digest_records([Record(0, -1, None, b"v", (Header("k", None),))])
+    assert h.content != a.content
+    assert a.records == 1 and a.first_offset == a.last_offset == 0
+
+
+def _unit(i: int, kind: str = "test-echo") -> Unit:
+    return Unit(kind=kind, id=f"u{i}", log_dir="/nonexistent", path=f"/nonexistent/{i}", size=i)
+
+
+def echo_unit(unit: Unit, options: dict) -> dict:
+    if unit.size == 3:
+        raise RuntimeError("boom")
+    return {"status": "ok", "echo": unit.path, "factor": options["factor"] * unit.size}
+
+
+def test_inline_engine_turns_exceptions_into_failed_results(monkeypatch):
+    monkeypatch.setitem(UNIT_FUNCTIONS, "test-echo", f"{__name__}:echo_unit")
+    seen = []
+    out = get_engine("inline").run([_unit(i) for i in range(5)], {"factor": 2},
+                                   progress=lambda d, t, r: seen.append((d, t)))
+    assert [r["status"] for r in out] == ["ok", "ok", "ok", "failed", "ok"]
+    assert "boom" in out[3]["error"] and out[3]["unit_id"] == "u3"
+    assert out[4]["factor"] == 8 and seen[-1] == (5, 5)
+
+
+def test_unknown_unit_kind_fails_that_unit_only():
+    r = execute_unit(_unit(1, "nope"), {})
+    assert r["status"] == "failed" and "unknown unit kind" in r["error"]
+
+
+def test_spark_engine_runs_units_in_executors(spark):
+    from pathlib import Path
+
+    # Executors are other processes: the unit kind travels with the job's options and the
+    # module with addPyFile.
+    spark.sparkContext.addPyFile(str(Path(__file__).with_name("spark_echo_units.py")))
+    options = {"factor": 3, "unit_functions": {"test-echo": "spark_echo_units:echo_unit"}}
+    out = get_engine("spark", spark=spark).run([_unit(i) for i in range(4)], options)
+    assert [r["unit_id"] for r in out] == ["u0", "u1", "u2", "u3"]
+    assert [r["status"] for r in out] == ["ok"] * 4
+    assert [r["factor"] for r in out] == [0, 3, 6, 9]
+    import os
+
+    assert all(r["pid"] != os.getpid() for r in out)  # ran in Python workers, not here

@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from migration.logdir import LogDirLock, is_locked, scan_inventory, scan_log_dir
+
+HOLD_LOCK_PY = textwrap.dedent("""
+    import fcntl, os, sys, time
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("locked", flush=True)
+    time.sleep(60)
+""")
+
+JAVA_HOLDER = textwrap.dedent("""
+    import java.nio.channels.FileChannel;
+    import java.nio.file.*;
+    public class HoldLock {
+        public static void main(String[] a) throws Exception {
+            FileChannel ch = FileChannel.open(Paths.get(a[0]), StandardOpenOption.CREATE,
+                StandardOpenOption.READ, StandardOpenOption.WRITE);
+            if (ch.tryLock() == null) { System.exit(2); }
+            System.out.println("locked"); System.out.flush();
+            Thread.sleep(60000);
+        }
+    }
+""")
+
+
+def _hold(cmd: list[str]) -> subprocess.Popen:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_inventory_of_sample_cluster(sample_cluster):
+    inv = scan_inventory([*sample_cluster.log_dirs, sample_cluster.controller_dir], deep=True)
+    by_node = inv.brokers()
+    assert sorted(k for k in by_node if k is not None) == [1, 2, 3, 3000]
+    names = {p.name for d in inv.log_dirs for p in d.partitions}
+    assert names == set(sample_cluster.records)
+    for d in inv.log_dirs:
+        assert d.clean_shutdown and not d.locked
+        for p in d.partitions:
+            # deep scan counts every record: the sample's record count per partition
+            total = sum(s.stats.records for s in p.segments)
+            assert total <= sample_cluster.records[p.name]
+            assert all(s.stats.error is None and s.stats.trailing_bytes == 0 for s in p.segments)
+    legacy = next(p for d in inv.log_dirs for p in d.partitions if p.topic == "legacy-v0")
+    assert legacy.topic_id is None
+    assert set(legacy.formats()) == {"v0"}
+    events = next(p for d in inv.log_dirs for p in d.partitions if p.topic == "events-v2")
+    assert events.topic_id == sample_cluster.topic_ids["events-v2"]
+    assert {c for s in events.segments for c in s.stats.codecs} >= {"none", "gzip", "snappy", "lz4", "zstd"}
+    ctrl = next(d for d in inv.log_dirs if d.node_id == 3000)
+    assert ctrl.bootstrap_checkpoint and ctrl.metadata_log is not None
+    assert ctrl.metadata_log.zero_checkpoint is not None
+
+
+def test_leftover_files_are_listed(sample_cluster):
+    pdir = next(Path(p) for p in sample_cluster.log_dirs[0].iterdir() if p.is_dir())
+    (pdir / "00000000000000000000.log.swap").write_bytes(b"")
+    d = scan_log_dir(sample_cluster.log_dirs[0], stats=False)
+    part = next(p for p in d.partitions if p.path == str(pdir))
+    assert "00000000000000000000.log.swap" in part.leftovers
+
+
+def test_lock_held_by_another_python_process_is_seen(tmp_path):
+    (tmp_path / ".lock").touch()
+    assert not is_locked(tmp_path)
+    proc = _hold([sys.executable, "-c", HOLD_LOCK_PY, str(tmp_path / ".lock")])
+    try:
+        assert is_locked(tmp_path)
+        assert not LogDirLock(tmp_path).acquire()
+    finally:
+        proc.kill()
+        proc.wait()
+    time.sleep(0.05)
+    assert not is_locked(tmp_path)
+
+
+@pytest.mark.skipif(shutil.which("javac") is None, reason="no JDK on this machine")
+def test_lock_held_by_java_filechannel_trylock_is_seen(tmp_path):
+    """What a broker takes: FileChannel.tryLock. flock(2) would not see it; lockf does."""
+    src = tmp_path / "HoldLock.java"
+    src.write_text(JAVA_HOLDER)
+    subprocess.run(["javac", "-d", str(tmp_path), str(src)], check=True, timeout=120)
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    proc = _hold(["java", "-cp", str(tmp_path), "HoldLock", str(logdir / ".lock")])
+    try:
+        assert is_locked(logdir)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not is_locked(logdir)
+
+
+def test_our_own_lock_keeps_a_broker_out(tmp_path):
+    with LogDirLock(tmp_path):
+        assert not is_locked(tmp_path)  # ours: not reported as a live broker
+        out = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+            import fcntl, os
+            fd = os.open({str(tmp_path / '.lock')!r}, os.O_RDWR)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                print("got")
+            except OSError:
+                print("refused")
+        """)], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == "refused"
