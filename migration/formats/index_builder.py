@@ -28,6 +28,70 @@ class BatchLike(Protocol):
     def max_timestamp(self) -> int: ...
 
 
+class IndexBuilder:
+    """Incremental form of :func:`build_indexes`, for writers that produce a segment batch by
+    batch (a streaming rewrite must not keep one object per batch of a 1 GiB segment).
+
+    Feed ``append(position, size, last_offset, max_timestamp)`` in file order, then ``finish()``.
+    """
+
+    __slots__ = (
+        "base_offset",
+        "index_interval_bytes",
+        "offset_index",
+        "time_index",
+        "valid_bytes",
+        "_last_index_entry",
+        "_max_timestamp_so_far",
+        "_offset_of_max_timestamp",
+        "_finished",
+    )
+
+    def __init__(self, base_offset: int, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> None:
+        if index_interval_bytes < 0:
+            raise ValueError(f"index.interval.bytes must be >= 0, got {index_interval_bytes}")
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.offset_index = OffsetIndex(base_offset)
+        self.time_index = TimeIndex(base_offset)
+        self.valid_bytes = 0
+        self._last_index_entry = 0
+        # Kafka starts from the (reset) time index's last entry: (-1, base offset).
+        self._max_timestamp_so_far = NO_TIMESTAMP
+        self._offset_of_max_timestamp = base_offset
+        self._finished = False
+
+    def append(self, position: int, size_in_bytes: int, last_offset: int, max_timestamp: int) -> None:
+        if self._finished:
+            raise ValueError("index builder already finished")
+        if position != self.valid_bytes:
+            raise ValueError(
+                f"batch at position {position} does not follow the previous batch"
+                f" (expected position {self.valid_bytes})"
+            )
+        if size_in_bytes <= 0:
+            raise ValueError(f"batch at position {position} has size {size_in_bytes}")
+        relative_offset(self.base_offset, last_offset)  # Kafka's ensureOffsetInRange
+        if max_timestamp > self._max_timestamp_so_far:
+            self._max_timestamp_so_far = max_timestamp
+            self._offset_of_max_timestamp = last_offset
+        # Strictly greater, so the first batch never gets an entry.
+        if self.valid_bytes - self._last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(last_offset, self.valid_bytes)
+            self.time_index.maybe_append(self._max_timestamp_so_far, self._offset_of_max_timestamp)
+            self._last_index_entry = self.valid_bytes
+        self.valid_bytes += size_in_bytes
+
+    def finish(self) -> tuple[OffsetIndex, TimeIndex]:
+        """Like Kafka at the end of recovery: the last time entry holds the segment's max timestamp."""
+        if not self._finished:
+            self.time_index.maybe_append(
+                self._max_timestamp_so_far, self._offset_of_max_timestamp, skip_full_check=True
+            )
+            self._finished = True
+        return self.offset_index, self.time_index
+
+
 def build_indexes(
     batches: Iterable[BatchLike],
     base_offset: int,
@@ -40,33 +104,7 @@ def build_indexes(
     Raises :class:`~migration.formats.offset_index.IndexOffsetOverflowError` when a last
     offset does not fit the index (Kafka splits such a segment instead).
     """
-    if index_interval_bytes < 0:
-        raise ValueError(f"index.interval.bytes must be >= 0, got {index_interval_bytes}")
-    offset_index = OffsetIndex(base_offset)
-    time_index = TimeIndex(base_offset)
-    valid_bytes = 0
-    last_index_entry = 0
-    # Kafka starts from the (reset) time index's last entry: (-1, base offset).
-    max_timestamp_so_far = NO_TIMESTAMP
-    offset_of_max_timestamp = base_offset
+    builder = IndexBuilder(base_offset, index_interval_bytes)
     for batch in batches:
-        if batch.position != valid_bytes:
-            raise ValueError(
-                f"batch at position {batch.position} does not follow the previous batch"
-                f" (expected position {valid_bytes})"
-            )
-        if batch.size_in_bytes <= 0:
-            raise ValueError(f"batch at position {batch.position} has size {batch.size_in_bytes}")
-        relative_offset(base_offset, batch.last_offset)  # Kafka's ensureOffsetInRange
-        if batch.max_timestamp > max_timestamp_so_far:
-            max_timestamp_so_far = batch.max_timestamp
-            offset_of_max_timestamp = batch.last_offset
-        # Strictly greater, so the first batch never gets an entry.
-        if valid_bytes - last_index_entry > index_interval_bytes:
-            offset_index.append(batch.last_offset, valid_bytes)
-            time_index.maybe_append(max_timestamp_so_far, offset_of_max_timestamp)
-            last_index_entry = valid_bytes
-        valid_bytes += batch.size_in_bytes
-    # Like Kafka at the end of recovery: the last time entry holds the segment's max timestamp.
-    time_index.maybe_append(max_timestamp_so_far, offset_of_max_timestamp, skip_full_check=True)
-    return offset_index, time_index
+        builder.append(batch.position, batch.size_in_bytes, batch.last_offset, batch.max_timestamp)
+    return builder.finish()

@@ -43,6 +43,9 @@ _I32 = struct.Struct(">i")
 _V0_HEAD = struct.Struct(">Ibb")  # crc, magic, attributes
 _V1_HEAD = struct.Struct(">Ibbq")  # crc, magic, attributes, timestamp
 _ENTRY_PREFIX = struct.Struct(">qi")
+_ENTRY_PREFIX_CRC = struct.Struct(">qiI")  # offset, size, crc
+_V1_MAGIC_ATTR_TS = struct.Struct(">bbq")  # what a v1 message adds before its key length
+V1_MINUS_V0_SIZE = 8  # the v1 timestamp field
 
 ATTRIBUTE_CODEC_MASK = 0x07
 ATTRIBUTE_TIMESTAMP_TYPE_MASK = 0x08
@@ -246,6 +249,16 @@ class LegacyBatch:
     def base_offset(self) -> int:
         return self.inner()[0].offset if self.is_compressed else self.offset
 
+    def raw_bytes(self) -> memoryview:
+        """The whole log entry as stored (offset, size, message)."""
+        return self._buf[self._at : self._at + LOG_OVERHEAD + self.size]
+
+    def upconvert_to_v1(self, offset: int, attributes: int, timestamp: int) -> bytes:
+        """This uncompressed v0 message as a v1 log entry (see :func:`v0_entry_to_v1`)."""
+        if self.magic != MAGIC_V0 or self.is_compressed:
+            raise ValueError("only an uncompressed v0 message up-converts message by message")
+        return v0_entry_to_v1(self._buf, self._at, offset, attributes, timestamp)
+
     @property
     def record_count(self) -> int:
         return len(self.inner())
@@ -355,6 +368,23 @@ def _parse_inner(data: memoryview, wrapper: LegacyBatch, value_pos: int) -> list
 
 
 # ---------------------------------------------------------------- writers
+
+
+def v0_entry_to_v1(
+    buf: bytes | memoryview, at: int, offset: int, attributes: int, timestamp: int
+) -> bytes:
+    """Up-convert the uncompressed v0 log entry at ``at`` to v1 without decoding it.
+
+    A v1 message is the v0 message with a timestamp between attributes and key length, so
+    key and value bytes are copied as they are; only the size grows by 8 and the CRC (over
+    magic .. end) is recomputed, seeded with the new magic/attributes/timestamp bytes.
+    ``offset`` is what the entry header gets: absolute, or relative inside a v1 wrapper.
+    """
+    (size,) = _I32.unpack_from(buf, at + 8)
+    rest = buf[at + LOG_OVERHEAD + 6 : at + LOG_OVERHEAD + size]  # key length .. end of value
+    head = _V1_MAGIC_ATTR_TS.pack(MAGIC_V1, attributes, timestamp)
+    crc = zlib.crc32(rest, zlib.crc32(head))
+    return b"".join((_ENTRY_PREFIX_CRC.pack(offset, size + V1_MINUS_V0_SIZE, crc), head, rest))
 
 
 def encode_message(

@@ -395,6 +395,50 @@ def encode_record(
     return encode_varint(len(body)) + bytes(body)
 
 
+def build_single_record_batch(
+    offset: int,
+    timestamp: int,
+    key: bytes | memoryview | None,
+    value: bytes | memoryview | None,
+    *,
+    log_append_time: bool = False,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """One uncompressed record in its own v2 batch, as Kafka's cleaner aligns a legacy message:
+    no producer, BaseTimestamp = MaxTimestamp = the record's timestamp, deltas 0, no headers.
+    The fast path of an up-conversion (one call per message, no intermediate objects)."""
+    klen = -1 if key is None else len(key)
+    vlen = -1 if value is None else len(value)
+    # attributes 0, timestamp delta 0, offset delta 0
+    body = b"".join((
+        b"\x00\x00\x00",
+        encode_varint(klen),
+        b"" if key is None else key,
+        encode_varint(vlen),
+        b"" if value is None else value,
+        b"\x00",  # no headers
+    ))
+    after_crc = b"".join((
+        _HEADER_AFTER_CRC.pack(
+            TIMESTAMP_TYPE_MASK if log_append_time else 0,
+            0,
+            timestamp,
+            timestamp,
+            NO_PRODUCER_ID,
+            NO_PRODUCER_EPOCH,
+            NO_SEQUENCE,
+            1,
+        ),
+        encode_varint(len(body)),
+        body,
+    ))
+    return b"".join((
+        _PREFIX.pack(offset, len(after_crc) + 9, partition_leader_epoch, MAGIC_V2),
+        _CRC.pack(crc32c.crc32c(after_crc)),
+        after_crc,
+    ))
+
+
 def build_record_batch(
     records: Sequence[Record],
     *,

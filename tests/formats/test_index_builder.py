@@ -126,3 +126,18 @@ def test_properties(spec: list[tuple[int, int, int]], base: int, interval: int) 
     # Bytes round trip through the file codecs.
     assert type(offsets).from_bytes(offsets.to_bytes(), base) == offsets
     assert type(times).from_bytes(times.to_bytes(), base) == times
+
+
+def test_incremental_builder_matches_build_indexes() -> None:
+    from migration.formats.index_builder import IndexBuilder
+
+    sizes = [5000, 100, 4100, 4097, 3, 9000, 10]
+    lasts = [10, 11, 20, 30, 31, 50, 51]
+    stamps = [-1, 5, 3, 9, 9, 12, -1]
+    expected = build_indexes(layout(sizes, lasts, stamps), 10)
+    builder = IndexBuilder(10)
+    for b in layout(sizes, lasts, stamps):
+        builder.append(b.position, b.size_in_bytes, b.last_offset, b.max_timestamp)
+    assert builder.finish() == expected
+    with pytest.raises(ValueError):
+        builder.append(builder.valid_bytes, 1, 60, 1)

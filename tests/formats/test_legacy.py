@@ -93,3 +93,15 @@ def test_value_overrun_is_corrupt():
     data[-4:] = (50).to_bytes(4, "big")
     with pytest.raises(CorruptRecordError):
         next(iterate_batches(bytes(data))).ensure_valid()
+
+
+@pytest.mark.parametrize("key,value", [(b"key", None), (None, b"vv"), (b"", b""), (None, None)])
+def test_v0_entry_to_v1_equals_a_freshly_encoded_v1_message(key, value) -> None:
+    from migration.formats.legacy import LegacyBatch, encode_message, v0_entry_to_v1
+
+    v0 = encode_message(5, 0, 0, -1, key, value)
+    assert v0_entry_to_v1(v0, 0, 5, 0, -1) == encode_message(5, 1, 0, -1, key, value)
+    assert v0_entry_to_v1(v0, 0, 0, 0x08, 1234) == encode_message(0, 1, 0x08, 1234, key, value)
+    converted = LegacyBatch(memoryview(v0_entry_to_v1(v0, 0, 5, 0, -1)), 0, 0)
+    converted.ensure_valid()
+    assert (converted.magic, converted.key, converted.value) == (1, key, value)

@@ -104,3 +104,19 @@ def test_batch_shorter_than_header_is_corrupt():
     data[8:12] = (30).to_bytes(4, "big")
     with pytest.raises(CorruptRecordError, match="smaller than its header"):
         list(iterate_batches(bytes(data[:42]), path="x.log"))
+
+
+@pytest.mark.parametrize("timestamp,lat", [(-1, False), (1000, False), (1000, True)])
+@pytest.mark.parametrize("key,value", [(b"k", b"v" * 300), (None, None), (b"", b"")])
+def test_single_record_batch_equals_the_general_builder(timestamp, lat, key, value) -> None:
+    from migration.formats.model import Record, TimestampType
+    from migration.formats.record_batch import build_record_batch, build_single_record_batch
+
+    fast = build_single_record_batch(7, timestamp, key, value, log_append_time=lat, partition_leader_epoch=3)
+    general = build_record_batch(
+        [Record(7, timestamp, key, value)],
+        partition_leader_epoch=3,
+        timestamp_type=TimestampType.LOG_APPEND_TIME if lat else TimestampType.CREATE_TIME,
+        max_timestamp=timestamp if lat else None,
+    )
+    assert fast == general
