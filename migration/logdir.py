@@ -198,8 +198,17 @@ class LogDirLock:
     def __init__(self, log_dir: str | os.PathLike[str]) -> None:
         self.path = Path(log_dir) / names.LOCK_FILE
         self._fd: int | None = None
+        self._shared = False
 
     def acquire(self) -> bool:
+        key = str(self.path.resolve())
+        if key in _HELD_LOCKS:
+            # POSIX record locks belong to the process: this process already holds it, and a
+            # second descriptor closed later would silently drop the lock. Share the holder.
+            self._fd = None
+            self._shared = True
+            return True
+        self._shared = False
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

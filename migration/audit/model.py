@@ -77,6 +77,7 @@ class UnitStatus(StrEnum):
 
 class UnitType(StrEnum):
     SEGMENT = "segment"
+    PARTITION = "partition"
     METADATA_LOG_DIR = "metadata-log-dir"
     FILE = "file"
 
@@ -564,7 +565,14 @@ class RunReport(_Derived):
         """Record a unit's outcome and (by default) a progress point."""
         self.broker(broker_id).partition(topic, partition).units.append(result)
         if track_progress and result.status is not UnitStatus.PLANNED:
-            self.record_progress(at)
+            if self.timeline:
+                # Extend the last point instead of recounting every unit: a fleet run adds
+                # tens of thousands of units.
+                last = self.timeline[-1]
+                self.timeline.append(ProgressPoint(at=at or utcnow(), units_done=last.units_done + 1,
+                                                   bytes_done=last.bytes_done + (result.bytes_before or 0)))
+            else:
+                self.record_progress(at)
         return result
 
     def record_progress(self, at: datetime | None = None) -> ProgressPoint:

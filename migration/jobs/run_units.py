@@ -24,17 +24,31 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from migration.engine import Unit, get_engine
+    from migration.ops.safety import Refused, holding_locks
 
     job = json.loads(Path(args.job).read_text())
     units = [Unit.model_validate(u) for u in job["units"]]
-    results = get_engine(args.engine).run(units, job.get("options", {}))
+    options = job.get("options", {})
     out = Path(args.results)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps({"results": results}, default=str))
-    os.replace(tmp, out)
+    try:
+        # The process that rewrites holds the log dirs' locks, so no broker starts meanwhile.
+        with holding_locks(options.get("lock_log_dirs", [])):
+            results = get_engine(args.engine).run(units, options)
+    except Refused as exc:
+        results = [{"unit_id": u.id, "kind": u.kind, "status": "refused", "error": str(exc)} for u in units]
+        _write(out, results)
+        print(f"run_units: refused: {exc}", file=sys.stderr)
+        return 3
+    _write(out, results)
     failed = sum(1 for r in results if r.get("status") == "failed")
     print(f"run_units: {len(results)} units, {failed} failed", file=sys.stderr)
     return 0
+
+
+def _write(out: Path, results: list) -> None:
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps({"results": results}, default=str))
+    os.replace(tmp, out)
 
 
 if __name__ == "__main__":

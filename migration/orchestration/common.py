@@ -1,0 +1,90 @@
+"""Shared steps of the migration DAGs: the cluster description, run ids, the Spark job
+arguments and the DAG-run report that merges every broker's report."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..audit.model import RUN_ID_RE, RunKind, RunReport
+from ..audit.store import ReportNotFound, ReportStore
+from ..cluster import ClusterDescription
+from ..paths import project_root
+from ..runs import RunDir
+
+RUN_UNITS_APP = str(Path(__file__).resolve().parents[1] / "jobs" / "run_units.py")
+
+
+def load_cluster(path: str | None) -> ClusterDescription:
+    """The cluster description from the DAG param, else ``$KMIGRATE_CLUSTER``."""
+    p = path or os.environ.get("KMIGRATE_CLUSTER")
+    if not p:
+        raise ValueError("no cluster description: set the 'cluster' param, the 'kmigrate_cluster' Variable or "
+                         "$KMIGRATE_CLUSTER")
+    return ClusterDescription.load(p)
+
+
+def run_id_for(dag_run_id: str, *parts: object) -> str:
+    """A report run id from an Airflow run id (which may hold ':' and '+')."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", dag_run_id).strip("-._") or "run"
+    rid = "-".join([base, *(str(p) for p in parts)])[:128]
+    if not RUN_ID_RE.match(rid):
+        raise ValueError(f"cannot build a run id from {dag_run_id!r}")
+    return rid
+
+
+def spark_job_args(run_id: str) -> list[str]:
+    rd = RunDir(run_id)
+    return ["--job", str(rd.job_path), "--results", str(rd.results_path)]
+
+
+def spark_conf() -> dict[str, str]:
+    """Spark settings for every submitted job: this interpreter for Python workers (it has the
+    project installed), no speculation (units rewrite files)."""
+    return {
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.speculation": "false",
+        "spark.ui.enabled": "false",
+        "spark.task.maxFailures": "2",
+    }
+
+
+def spark_env() -> dict[str, str]:
+    return {"KMIGRATE_PROJECT_ROOT": str(project_root()), "PYSPARK_PYTHON": sys.executable,
+            **{k: v for k, v in os.environ.items() if k.startswith("KMIGRATE_")}}
+
+
+def merge_reports(kind: RunKind | str, run_ids: list[str], *, run_id: str, params: dict[str, Any],
+                  dag_id: str | None = None, dag_run_id: str | None = None) -> RunReport:
+    """One report for the DAG run: every broker's units, plans, warnings, errors, refusals."""
+    store = ReportStore()
+    merged = RunReport.start(kind, params, run_id=run_id, dag_id=dag_id, dag_run_id=dag_run_id)
+    for rid in run_ids:
+        try:
+            r = store.load(rid)
+        except ReportNotFound:
+            merged.error(f"no report for step {rid}: the step did not run")
+            continue
+        if r.started_at < merged.started_at:
+            merged.started_at = r.started_at
+        for pu in r.plan.units:
+            merged.plan_unit(pu.broker_id, pu.topic, pu.partition, pu.unit, pu.bytes, pu.unit_type)
+        for b in r.brokers:
+            for p in b.partitions:
+                for u in p.units:
+                    merged.add_unit(b.broker_id, p.topic, p.partition, u, track_progress=True)
+        merged.warnings.extend(r.warnings)
+        merged.errors.extend(r.errors)
+        if r.refusal:
+            merged.refuse(f"{rid}: {r.refusal}" if merged.refusal is None else f"{merged.refusal}; {rid}: {r.refusal}")
+        if r.session and merged.session is None:
+            merged.session = r.session
+        if r.formats and merged.formats.source_magic is None:
+            merged.formats = r.formats
+    merged.finish()
+    store.save(merged)
+    return merged
