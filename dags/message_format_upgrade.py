@@ -1,0 +1,159 @@
+"""Phased message-format upgrade (KIP-31/32 to v1, or to v2 for Kafka 4 per KIP-724).
+
+preflight (inventory + validation of every broker, Spark) -> canary (one broker, Spark)
+-> verify canary -> approval gate -> rolling (one broker at a time, mapped) -> report.
+A failure in canary or verify rolls that broker back and stops the rollout.
+All logic lives in migration.orchestration.upgrade_rollout; this file is wiring.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from _kmigrate_common import DEFAULT_ARGS, default_cluster, spark_job
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk import DAG, Param, get_current_context, task, task_group
+from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSkipException
+
+from migration.orchestration import upgrade_rollout as rollout
+from migration.orchestration.common import spark_job_args
+
+with DAG(
+    dag_id="message_format_upgrade",
+    description="Rewrite v0/v1 segments as v1 or v2, canary first, with rollback",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    default_args=DEFAULT_ARGS,
+    max_active_runs=1,
+    tags=["kafka", "migration", "kip-32", "kip-724"],
+    params={
+        "cluster": Param(default_cluster() or "{{ var.value.get('kmigrate_cluster', '') }}", type="string",
+                         description="Path of the cluster description (YAML or JSON)"),
+        "target_format": Param("v2", enum=["v1", "v2"], description="v1 (KIP-32) or v2 (Kafka 4)"),
+        "canary_broker": Param(1, type="integer", description="Broker upgraded first, alone"),
+        "brokers": Param([], type="array", items={"type": "integer"},
+                         description="Brokers the rollout may touch (empty: all)"),
+        "dry_run": Param(True, type="boolean", description="Plan and report only; change nothing"),
+        "stamp_v0_with_mtime": Param(False, type="boolean",
+                                     description="Stamp v0 messages with the segment mtime as LogAppendTime"),
+        "approval": Param("human", enum=["human", "auto"],
+                          description="'human': wait for an operator after the canary; 'auto' for tests/demos"),
+    },
+) as dag:
+
+    def _plan() -> rollout.RolloutPlan:
+        return rollout.plan_rollout(dict(get_current_context()["params"]))
+
+    def _run_id() -> str:
+        return get_current_context()["dag_run"].run_id
+
+    @task
+    def plan() -> dict:
+        p = _plan()
+        return {"canary": p.canary, "rest": p.rest}
+
+    @task_group(group_id="preflight")
+    def preflight():
+        @task
+        def prepare() -> list[str]:
+            return spark_job_args(rollout.prepare_preflight_step(_plan(), _run_id()))
+
+        @task
+        def check() -> dict:
+            return rollout.check_preflight_step(_plan(), _run_id())
+
+        args = prepare()
+        validate = spark_job("validate", application_args=args)
+        args >> validate >> check()
+
+    @task_group(group_id="canary")
+    def canary():
+        @task
+        def prepare() -> list[str]:
+            p = _plan()
+            return rollout.prepare_broker(p, p.canary, _run_id())
+
+        @task
+        def finalize() -> dict:
+            p = _plan()
+            return rollout.finalize_broker(p, p.canary, _run_id())
+
+        args = prepare()
+        upgrade = spark_job("upgrade", application_args=args)
+        args >> upgrade >> finalize()
+
+    @task(task_id="verify_canary")
+    def verify_canary() -> dict:
+        p = _plan()
+        return rollout.verify_broker(p, p.canary, _run_id())
+
+    @task(task_id="rollback_canary", trigger_rule="one_failed")
+    def rollback_canary() -> dict:
+        p = _plan()
+        return rollout.rollback_broker(p, p.canary, _run_id())
+
+    @task.branch(task_id="approval_mode")
+    def approval_mode() -> str:
+        return "approve_human" if get_current_context()["params"]["approval"] == "human" else "approve_auto"
+
+    approve_human = ApprovalOperator(
+        task_id="approve_human",
+        subject="Canary upgraded and verified: continue the rollout?",
+        body="The canary broker's run report is on the 'Migration report' tab of this run.",
+    )
+
+    @task(task_id="approve_auto")
+    def approve_auto() -> str:
+        return "approved automatically (approval=auto)"
+
+    @task(task_id="rest_brokers", trigger_rule="none_failed_min_one_success")
+    def rest_brokers(planned: dict) -> list[int]:
+        return planned["rest"]
+
+    @task_group(group_id="rolling")
+    def rolling(broker_id: int):
+        @task(max_active_tis_per_dagrun=1)
+        def prepare(broker_id: int) -> list[str]:
+            p = _plan()
+            decision, why = rollout.rollout_gate(p, broker_id, _run_id())
+            if decision == "wait":
+                raise AirflowRescheduleException(pendulum.now("UTC").add(seconds=15))
+            if decision == "stop":
+                raise AirflowSkipException(f"rollout stopped: {why}")
+            return rollout.prepare_broker(p, broker_id, _run_id())
+
+        @task(max_active_tis_per_dagrun=1)
+        def finalize(broker_id: int) -> dict:
+            return rollout.finalize_broker(_plan(), broker_id, _run_id())
+
+        @task(max_active_tis_per_dagrun=1)
+        def verify(broker_id: int) -> dict:
+            return rollout.verify_broker(_plan(), broker_id, _run_id())
+
+        @task(trigger_rule="one_failed")
+        def rollback(broker_id: int) -> dict:
+            return rollout.rollback_broker(_plan(), broker_id, _run_id())
+
+        args = prepare(broker_id)
+        upgrade = spark_job("upgrade", application_args=args, max_active_tis_per_dagrun=1)
+        fin = finalize(broker_id)
+        ver = verify(broker_id)
+        args >> upgrade >> fin >> ver
+        [upgrade, fin, ver] >> rollback(broker_id)
+
+    @task(task_id="report", trigger_rule="all_done")
+    def report() -> dict:
+        ctx = get_current_context()
+        r = rollout.final_report(_plan(), ctx["dag"].dag_id, _run_id())
+        return {"run_id": r.run_id, "exit_code": r.exit_code(), "status": str(r.status)}
+
+    planned = plan()
+    pre = preflight()
+    can = canary()
+    ver = verify_canary()
+    gate = approval_mode()
+    rest = rest_brokers(planned)
+    roll = rolling.expand(broker_id=rest)
+    planned >> pre >> can >> ver >> gate >> [approve_human, approve_auto()] >> rest
+    [can, ver] >> rollback_canary()
+    roll >> report()

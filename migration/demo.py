@@ -1,0 +1,193 @@
+"""``make demo``: the whole pipeline on embedded defaults.
+
+1. build the sample legacy cluster (3 brokers, a KRaft controller) under out/demo/;
+2. print its inventory and validation;
+3. run the DAG ``message_format_upgrade`` with ``airflow dags test`` (canary broker 1,
+   target v2, dry_run false, automatic approval) — Spark jobs through SparkSubmitOperator;
+4. run ``zero_checkpoint_unification`` over the controller;
+5. start an S3-compatible server (moto) on loopback, create the bucket, run
+   ``tiered_storage_readiness`` as two scheduled runs (the second finds nothing dirty and
+   submits no Spark job), then runs under a small budget that serve every partition in turn;
+   print the bucket listing; stop the server;
+6. print where every run report (JSON and HTML) is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.rule import Rule
+
+from .paths import out_dir, project_root
+
+console = Console(width=max(120, shutil.get_terminal_size((120, 40)).columns))
+
+DEMO_BUCKET = "kafka-tiered-demo"
+# Fake credentials for the local moto server only; never printed.
+DEMO_ACCESS_KEY = "demo-access-key"
+DEMO_SECRET_KEY = "demo-secret-key-not-real"  # noqa: S105
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def airflow_env(cluster: Path, s3_endpoint: str | None = None) -> dict[str, str]:
+    root = project_root()
+    env = dict(os.environ)
+    env.setdefault("AIRFLOW_HOME", str(root / ".airflow"))
+    env.setdefault("AIRFLOW_CONFIG", str(root / "airflow.cfg"))
+    env["KMIGRATE_PROJECT_ROOT"] = str(root)
+    env["KMIGRATE_OUT"] = str(out_dir())
+    env["KMIGRATE_CLUSTER"] = str(cluster)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
+    if s3_endpoint:
+        env["AIRFLOW_CONN_KMIGRATE_S3"] = json.dumps({
+            "conn_type": "aws", "login": DEMO_ACCESS_KEY, "password": DEMO_SECRET_KEY,
+            "extra": {"endpoint_url": s3_endpoint, "region_name": "us-east-1",
+                      "config_kwargs": {"s3": {"addressing_style": "path"}}}})
+    return env
+
+
+def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path) -> int:
+    cmd = [str(Path(sys.executable).parent / "airflow"), "dags", "test", dag_id, "-c", json.dumps(conf)]
+    console.print(f"$ airflow dags test {dag_id} -c '{json.dumps(conf)}'", highlight=False)
+    started = time.monotonic()
+    with open(log, "w") as f:
+        rc = subprocess.call(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, cwd=project_root())
+    tail = log.read_text().splitlines()
+    states = [line for line in tail if "Marking run" in line or "DagRun Finished" in line or "dag_run_state" in line]
+    console.print(f"  exit {rc} in {time.monotonic() - started:.0f}s; log {log}", highlight=False)
+    for line in states[-2:]:
+        console.print("  " + line.strip()[:200], highlight=False)
+    return rc
+
+
+def main() -> int:
+    from .audit.store import ReportStore
+    from .cli import print_inventory
+    from .logdir import scan_inventory
+    from .sample_cluster import build_sample_cluster
+    from .validate import validate_paths
+
+    demo = out_dir() / "demo"
+    if demo.exists():
+        shutil.rmtree(demo)
+    demo.mkdir(parents=True)
+    logs = demo / "logs"
+    logs.mkdir()
+    failures: list[str] = []
+
+    console.print(Rule("1. Sample legacy cluster"))
+    sc = build_sample_cluster(demo / "cluster")
+    console.print(f"{sc.root}: brokers {sorted(sc.broker_log_dirs)}, controller {sc.controller_dir}, "
+                  f"{sum(sc.records.values())} records in {len(sc.records)} partitions; description "
+                  f"{sc.description_path}")
+
+    console.print(Rule("2. Inventory and validation"))
+    all_dirs = [*sc.log_dirs, sc.controller_dir]
+    print_inventory(scan_inventory(all_dirs))
+    res = validate_paths(all_dirs)
+    console.print(f"validation: {res.files_checked} files, {res.bytes_checked} bytes, {res.records_checked} records: "
+                  + ("clean" if res.ok else f"{len(res.problems)} problems"))
+    if not res.ok:
+        failures.append("validation of the sample cluster")
+
+    env = airflow_env(sc.description_path)
+    console.print(Rule("3. DAG message_format_upgrade (canary broker 1, target v2)"))
+    rc = dags_test("message_format_upgrade", {"cluster": str(sc.description_path), "target_format": "v2",
+                                              "canary_broker": 1, "dry_run": False, "approval": "auto"},
+                   env, log=logs / "message_format_upgrade.log")
+    if rc:
+        failures.append("message_format_upgrade")
+    res = validate_paths(all_dirs)
+    console.print(f"after the upgrade: validation {'clean' if res.ok else 'FOUND PROBLEMS'}")
+    print_inventory(scan_inventory(sc.log_dirs[:1]))
+
+    console.print(Rule("4. DAG zero_checkpoint_unification"))
+    rc = dags_test("zero_checkpoint_unification", {"cluster": str(sc.description_path), "dry_run": False},
+                   env, log=logs / "zero_checkpoint_unification.log")
+    if rc:
+        failures.append("zero_checkpoint_unification")
+
+    console.print(Rule("5. DAG tiered_storage_readiness against a local S3-compatible server"))
+    failures += _tiered(sc, logs)
+
+    console.print(Rule("6. Run reports"))
+    store = ReportStore()
+    for s in store.list_runs()[:30]:
+        console.print(f"{s.run_id:60} {s.kind:16} exit {s.exit_code}  {store.run_dir(s.run_id)}/report.html",
+                      highlight=False)
+    if failures:
+        console.print(f"[red]demo steps that failed: {failures}[/red]")
+        return 1
+    console.print("[green]demo complete[/green]")
+    return 0
+
+
+def _tiered(sc, logs: Path) -> list[str]:  # noqa: ANN001 - SampleCluster
+    import boto3
+
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=open(logs / "moto_server.log", "w"), stderr=subprocess.STDOUT)
+    failures: list[str] = []
+    try:
+        s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=DEMO_ACCESS_KEY,
+                          aws_secret_access_key=DEMO_SECRET_KEY, region_name="us-east-1")
+        for _ in range(100):
+            try:
+                s3.list_buckets()
+                break
+            except Exception:  # noqa: BLE001 - server still starting
+                time.sleep(0.1)
+        s3.create_bucket(Bucket=DEMO_BUCKET)
+        console.print(f"moto server on {endpoint}, bucket {DEMO_BUCKET}")
+        env = airflow_env(sc.description_path, endpoint)
+        base = {"cluster": str(sc.description_path), "bucket": DEMO_BUCKET, "prefix": "tiered/"}
+        for i, (label, conf) in enumerate([
+            ("scheduled run 1 (everything dirty)", base),
+            ("scheduled run 2 (nothing changed: no Spark job)", base),
+        ]):
+            console.print(f"[bold]{label}[/bold]")
+            if dags_test("tiered_storage_readiness", conf, env, log=logs / f"tiered_{i}.log"):
+                failures.append(f"tiered_storage_readiness {label}")
+        # A fresh session with a small budget: successive runs serve every partition in turn.
+        for i in range(3):
+            conf = {**base, "session_name": "demo-budget", "budget_segments": 6}
+            console.print(f"[bold]budgeted run {i + 1} (6 segments per run)[/bold]")
+            if dags_test("tiered_storage_readiness", conf, env, log=logs / f"tiered_budget_{i}.log"):
+                failures.append(f"tiered_storage_readiness budgeted run {i + 1}")
+        objects = []
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=DEMO_BUCKET):
+            objects.extend(page.get("Contents", []))
+        by_suffix: dict[str, int] = {}
+        for o in objects:
+            suffix = o["Key"].rsplit(".", 1)[-1]
+            by_suffix[suffix] = by_suffix.get(suffix, 0) + 1
+        console.print(f"bucket {DEMO_BUCKET}: {len(objects)} objects, {sum(o['Size'] for o in objects)} bytes, "
+                      f"by kind {by_suffix}")
+        for o in objects[:6]:
+            console.print(f"  {o['Key']}  {o['Size']}", highlight=False)
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+        console.print("moto server stopped")
+    return failures
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""The phased message-format upgrade as DAG steps: plan, preflight, one broker (canary or
+rolling), verify, roll back, report. Each step is a plain function of the DAG params and
+the DAG run id, so a retried Airflow task recomputes the same run ids and files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ..audit.model import RunKind, RunReport, UnitStatus
+from ..audit.store import ReportNotFound, ReportStore
+from ..ops.safety import Refused
+from ..runs import RunDir
+from ..validate import validate_paths
+from .common import load_cluster, merge_reports, run_id_for
+
+VERIFY_MARKER = "verify.json"
+ROLLBACK_MARKER = "rollback.json"
+
+
+class RolloutPlan(BaseModel):
+    cluster: str
+    target: str
+    canary: int
+    rest: list[int]
+    dry_run: bool = True
+    stamp_v0_with_mtime: bool = False
+    force: bool = False
+    log_dirs: dict[int, list[str]] = Field(default_factory=dict)
+
+
+def plan_rollout(params: dict[str, Any]) -> RolloutPlan:
+    """Check the params against the cluster description and fix the broker order."""
+    desc = load_cluster(params.get("cluster"))
+    brokers = [b.id for b in desc.brokers]
+    wanted = [int(b) for b in params.get("brokers") or brokers]
+    unknown = sorted(set(wanted) - set(brokers))
+    if unknown:
+        raise ValueError(f"brokers {unknown} are not in the cluster description (brokers: {brokers})")
+    canary = int(params["canary_broker"]) if params.get("canary_broker") is not None else wanted[0]
+    if canary not in wanted:
+        raise ValueError(f"canary broker {canary} is not among the brokers the rollout may touch: {wanted}")
+    if params.get("target_format") not in ("v1", "v2"):
+        raise ValueError(f"target_format must be v1 or v2, not {params.get('target_format')!r}")
+    return RolloutPlan(
+        cluster=str(params.get("cluster") or ""),
+        target=params["target_format"],
+        canary=canary,
+        rest=[b for b in wanted if b != canary],
+        dry_run=bool(params.get("dry_run", True)),
+        stamp_v0_with_mtime=bool(params.get("stamp_v0_with_mtime", False)),
+        force=bool(params.get("force", False)),
+        log_dirs={b.id: list(b.log_dirs) for b in desc.brokers if b.id in wanted},
+    )
+
+
+def broker_run_id(dag_run_id: str, broker_id: int) -> str:
+    return run_id_for(dag_run_id, "upgrade", f"b{broker_id}")
+
+
+def prepare_preflight_step(plan: RolloutPlan, dag_run_id: str) -> str:
+    from ..ops.preflight import prepare_preflight
+
+    rid = run_id_for(dag_run_id, "preflight")
+    prepare_preflight(plan.log_dirs, run_id=rid)
+    return rid
+
+
+def check_preflight_step(plan: RolloutPlan, dag_run_id: str) -> dict[str, Any]:
+    """Refuse the rollout if any broker is live; corrupt segments are reported and will be
+    left alone by the upgrade (a corrupt segment is never rewritten)."""
+    from ..ops.preflight import finalize_preflight
+
+    report = finalize_preflight(run_id_for(dag_run_id, "preflight"), params=plan.model_dump(mode="json"))
+    if report.refusal:
+        raise Refused(report.refusal)
+    problems = [u.path for u in report.iter_units() if u.status is UnitStatus.FAILED]
+    return {"partitions": report.totals.units, "with_problems": problems}
+
+
+def prepare_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> list[str]:
+    """Plan one broker's upgrade; returns the arguments of the Spark job to submit."""
+    from ..ops.upgrade import UpgradeOptions, prepare_upgrade
+
+    rid = broker_run_id(dag_run_id, broker_id)
+    options = UpgradeOptions(target=plan.target, stamp_v0_with_mtime=plan.stamp_v0_with_mtime, force=plan.force,
+                             dry_run=plan.dry_run)
+    rd = prepare_upgrade(plan.log_dirs[broker_id], run_id=rid, options=options, broker_id=broker_id)
+    units, job_options = rd.read_job()
+    job_options["lock_log_dirs"] = [] if plan.dry_run else plan.log_dirs[broker_id]
+    rd.write_job(units, job_options)
+    return ["--job", str(rd.job_path), "--results", str(rd.results_path)]
+
+
+def finalize_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
+    from ..ops.upgrade import finalize_upgrade
+
+    report = finalize_upgrade(broker_run_id(dag_run_id, broker_id))
+    summary = {"run_id": report.run_id, "exit_code": report.exit_code(), "units": report.totals.units,
+               "failed": report.totals.units_failed, "digest_mismatches": report.totals.digest_mismatches}
+    if report.exit_code() != 0:
+        raise RuntimeError(f"broker {broker_id}: upgrade finished with exit code {report.exit_code()}: {summary}")
+    return summary
+
+
+def verify_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
+    """Validate the upgraded log dirs and check every unit's record digests matched."""
+    rd = RunDir(broker_run_id(dag_run_id, broker_id))
+    report = ReportStore().load(rd.run_id)
+    mismatched = [u.path for u in report.iter_units() if u.digest_mismatch]
+    res = validate_paths(plan.log_dirs[broker_id])
+    problems = [str(f) for f in res.problems]
+    rd.write(VERIFY_MARKER, {"ok": not (mismatched or problems), "digest_mismatches": mismatched,
+                             "problems": problems[:100], "records_checked": res.records_checked})
+    if mismatched or problems:
+        raise RuntimeError(f"broker {broker_id}: verification failed: digests differ for {mismatched}; "
+                           f"validation: {problems[:20]}")
+    return {"records_checked": res.records_checked, "bytes_checked": res.bytes_checked}
+
+
+def rollback_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
+    """Restore the broker's originals (a no-op when nothing was changed)."""
+    from ..ops.upgrade import rollback_run
+
+    rid = broker_run_id(dag_run_id, broker_id)
+    if not RunDir(rid).job_path.exists():
+        return {"run_id": rid, "rolled_back": False, "reason": "the broker's upgrade never started"}
+    report = rollback_run(rid)
+    RunDir(rid).write(ROLLBACK_MARKER, {"rollback_run_id": report.run_id, "exit_code": report.exit_code()})
+    return {"run_id": report.run_id, "rolled_back": True, "exit_code": report.exit_code()}
+
+
+def rollout_gate(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> tuple[str, str]:
+    """("go", "") when every broker before this one is upgraded and verified; ("wait", why)
+    while one is still in progress; ("stop", why) when one failed or was rolled back: the
+    rollout stops there."""
+    store = ReportStore()
+    order = [plan.canary, *plan.rest]
+    for earlier in order[: order.index(broker_id)]:
+        rd = RunDir(broker_run_id(dag_run_id, earlier))
+        if (rd.path / ROLLBACK_MARKER).exists():
+            return "stop", f"broker {earlier} was rolled back"
+        try:
+            r = store.load(rd.run_id)
+        except ReportNotFound:
+            return "wait", f"broker {earlier} has not finished its upgrade"
+        if r.exit_code() != 0:
+            return "stop", f"broker {earlier} failed (exit code {r.exit_code()})"
+        if not (rd.path / VERIFY_MARKER).exists():
+            return "wait", f"broker {earlier} is not verified yet"
+        if not rd.read(VERIFY_MARKER).get("ok"):
+            return "stop", f"broker {earlier} failed verification"
+    return "go", ""
+
+
+def final_report(plan: RolloutPlan, dag_id: str, dag_run_id: str) -> RunReport:
+    steps = [broker_run_id(dag_run_id, b) for b in [plan.canary, *plan.rest]
+             if RunDir(broker_run_id(dag_run_id, b)).prepare_path.exists()]
+    return merge_reports(RunKind.UPGRADE, steps, run_id=run_id_for(dag_run_id), params=plan.model_dump(mode="json"),
+                         dag_id=dag_id, dag_run_id=dag_run_id)
