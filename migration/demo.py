@@ -142,8 +142,9 @@ def _tiered(sc, logs: Path) -> list[str]:  # noqa: ANN001 - SampleCluster
 
     port = _free_port()
     endpoint = f"http://127.0.0.1:{port}"
+    server_log = open(logs / "moto_server.log", "w")  # noqa: SIM115 - lives as long as the server
     server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=open(logs / "moto_server.log", "w"), stderr=subprocess.STDOUT)
+                              stdout=server_log, stderr=subprocess.STDOUT)
     failures: list[str] = []
     try:
         s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=DEMO_ACCESS_KEY,
