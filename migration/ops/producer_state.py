@@ -1,0 +1,257 @@
+"""Offline rebuild of Kafka's producer state, for segment-aligned producer snapshots.
+
+Tiered storage uploads ``<N>.snapshot`` with every segment (N = next segment's base offset);
+data written before Kafka 2.8 has none, and RemoteLogManager fails with a NullPointerException
+(kafka-formats.md §5.5, §5.6). An empty snapshot is only truthful when no idempotent or
+transactional batch lies below N (field notes §3 item 9); otherwise the state must be what
+``ProducerStateManager`` would hold at N after replaying the log from its start.
+
+The model follows ``ProducerStateEntry`` / ``ProducerAppendInfo`` with the append origin a
+broker uses while loading a log (REPLICATION): epoch regressions are tolerated, never fatal.
+- data batch (producer id >= 0): a different epoch clears the batch metadata (an epoch bump
+  resets); the batch becomes the latest one (last sequence, last offset, offset delta, max
+  timestamp), the producer's timestamp becomes the batch's max timestamp; a transactional
+  batch with no ongoing transaction starts one at its base offset;
+- control batch with an ABORT/COMMIT marker: epoch as for data, coordinator epoch from the
+  marker, the timestamp from the marker record (Kafka uses ``record.timestamp()``; for the
+  single-record marker batches brokers write it equals the batch's max timestamp), and the
+  ongoing transaction ends. An empty control batch (cleaned transaction) changes nothing.
+Producers are never expired here: expiry depends on the broker's clock at load time, and
+Kafka itself re-applies ``producer.id.expiration.ms`` when it loads a snapshot (§5.4).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from ..formats import names
+from ..formats.control_records import ControlRecordType, EndTransactionMarker, read_control_key
+from ..formats.errors import KafkaFormatError
+from ..formats.file_records import FileRecords
+from ..formats.model import MAGIC_V2, NO_PRODUCER_EPOCH
+from ..formats.producer_snapshot import EMPTY_SNAPSHOT, ProducerSnapshot, ProducerSnapshotEntry
+from ..formats.record_batch import RecordBatch
+
+
+class ProducerStateError(Exception):
+    """The log holds producer batches Kafka itself would refuse to load."""
+
+
+@dataclass(frozen=True)
+class BatchMetadata:
+    """The newest batch of a producer (the only one a snapshot persists)."""
+
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+
+@dataclass
+class ProducerEntry:
+    """One producer's state, as ``ProducerStateEntry``."""
+
+    producer_id: int
+    epoch: int = NO_PRODUCER_EPOCH
+    last_batch: BatchMetadata | None = None
+    last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+
+    def _maybe_update_epoch(self, epoch: int) -> None:
+        # Any change of epoch (a bump, or a regression tolerated on replication) drops the
+        # cached batches: sequence numbers restart with a new epoch.
+        if epoch != self.epoch:
+            self.last_batch = None
+            self.epoch = epoch
+
+    def to_snapshot_entry(self) -> ProducerSnapshotEntry:
+        b = self.last_batch
+        return ProducerSnapshotEntry(
+            producer_id=self.producer_id,
+            epoch=self.epoch,
+            last_sequence=b.last_seq if b else -1,
+            last_offset=b.last_offset if b else -1,
+            offset_delta=b.offset_delta if b else 0,
+            timestamp=self.last_timestamp,
+            coordinator_epoch=self.coordinator_epoch,
+            current_txn_first_offset=self.current_txn_first_offset,
+        )
+
+
+@dataclass
+class ProducerState:
+    """Producer state of one partition up to ``end_offset`` (exclusive)."""
+
+    producers: dict[int, ProducerEntry] = field(default_factory=dict)
+    end_offset: int = 0
+    producer_batches: int = 0  # idempotent/transactional batches applied so far
+
+    @classmethod
+    def from_snapshot(cls, snapshot: ProducerSnapshot, offset: int) -> ProducerState:
+        state = cls(end_offset=offset)
+        for e in snapshot.entries:
+            batch = (BatchMetadata(e.last_sequence, e.last_offset, e.offset_delta, e.timestamp)
+                     if e.last_offset >= 0 else None)
+            state.producers[e.producer_id] = ProducerEntry(
+                e.producer_id, e.epoch, batch, e.timestamp, e.coordinator_epoch, e.current_txn_first_offset)
+        return state
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.producers
+
+    def apply(self, batch: RecordBatch) -> None:
+        """Apply one v2 batch (batches must come in offset order)."""
+        self.end_offset = max(self.end_offset, batch.next_offset)
+        if batch.producer_id < 0:
+            return
+        self.producer_batches += 1
+        entry = self.producers.get(batch.producer_id)
+        if entry is None:
+            entry = self.producers[batch.producer_id] = ProducerEntry(batch.producer_id)
+        if batch.is_control:
+            self._apply_marker(entry, batch)
+            return
+        entry._maybe_update_epoch(batch.producer_epoch)
+        entry.last_batch = BatchMetadata(batch.last_sequence, batch.last_offset, batch.last_offset_delta,
+                                         batch.max_timestamp)
+        entry.last_timestamp = batch.max_timestamp
+        if entry.current_txn_first_offset >= 0 and not batch.is_transactional:
+            raise ProducerStateError(
+                f"non-transactional batch at offset {batch.base_offset} from producer {batch.producer_id} while "
+                f"its transaction from offset {entry.current_txn_first_offset} is open (Kafka: InvalidTxnState)")
+        if entry.current_txn_first_offset < 0 and batch.is_transactional:
+            entry.current_txn_first_offset = batch.base_offset
+
+    @staticmethod
+    def _apply_marker(entry: ProducerEntry, batch: RecordBatch) -> None:
+        records = batch.records()
+        if not records:
+            return  # the whole transaction was cleaned away
+        record = records[0]
+        ctype = read_control_key(record.key).type
+        if not ctype.is_transaction_marker:
+            # Only transaction markers carry producer ids; Kafka would fail to parse others here.
+            if ctype is ControlRecordType.UNKNOWN:
+                return
+            raise ProducerStateError(f"control batch at offset {batch.base_offset} with producer id "
+                                     f"{batch.producer_id} holds a {ctype.name} record, not a transaction marker")
+        marker = EndTransactionMarker.decode_value(ctype, record.value)
+        entry._maybe_update_epoch(batch.producer_epoch)
+        entry.coordinator_epoch = marker.coordinator_epoch
+        entry.last_timestamp = record.timestamp
+        entry.current_txn_first_offset = -1
+
+    def snapshot(self) -> ProducerSnapshot:
+        # Kafka writes hash-map order; readers do not depend on it. Sort for reproducible bytes.
+        return ProducerSnapshot((self.producers[p].to_snapshot_entry() for p in sorted(self.producers)),
+                                offset=self.end_offset)
+
+
+def iter_v2_batches(log_file: str | os.PathLike[str]) -> Iterator[RecordBatch]:
+    """Every v2 batch of a segment, CRC-checked (a corrupt batch must not shape the state)."""
+    fr = FileRecords(log_file)
+    for b in fr.batches():
+        if b.magic != MAGIC_V2:
+            continue
+        assert isinstance(b, RecordBatch)
+        try:
+            b.ensure_valid()
+        except KafkaFormatError as exc:
+            raise exc.located(log_file) from None
+        yield b
+    if fr.trailing_bytes:
+        raise KafkaFormatError(f"{fr.trailing_bytes} trailing bytes after the last complete batch",
+                               path=str(log_file), position=fr.valid_bytes)
+
+
+class SnapshotAction(StrEnum):
+    EXISTING = "existing"  # already there: never overwritten
+    EMPTY = "empty"  # written: no producer batch below the offset
+    REBUILT = "rebuilt"  # written: producer state replayed from the log
+
+
+@dataclass(frozen=True)
+class SnapshotOutcome:
+    offset: int
+    action: SnapshotAction
+    producers: int
+    path: str
+
+
+def ensure_segment_snapshots(
+    partition_dir: str | os.PathLike[str],
+    segment_bases: Iterable[int],
+    *,
+    dry_run: bool = False,
+) -> list[SnapshotOutcome]:
+    """Make sure ``N.snapshot`` exists for every segment boundary N (each base offset but the
+    first). ``segment_bases`` are all segment base offsets, the active segment's included.
+
+    One streaming pass over the closed segments, in order; a snapshot is written at N only when
+    missing, via a temporary name + fsync + rename. The replay starts from an existing snapshot
+    at the first segment's base offset if there is one (state of data already deleted by
+    retention), else from an empty state.
+    """
+    p = Path(partition_dir)
+    bases = sorted(segment_bases)
+    boundaries = bases[1:]
+    missing = [n for n in boundaries if not (p / names.producer_snapshot_file_name(n)).exists()]
+    out: list[SnapshotOutcome] = []
+    if not missing:
+        return [SnapshotOutcome(n, SnapshotAction.EXISTING, -1, str(p / names.producer_snapshot_file_name(n)))
+                for n in boundaries]
+    state = ProducerState(end_offset=bases[0] if bases else 0)
+    seed = p / names.producer_snapshot_file_name(bases[0]) if bases else None
+    if seed is not None and seed.exists():
+        state = ProducerState.from_snapshot(ProducerSnapshot.read(seed), bases[0])
+    last_needed = missing[-1]
+    for base, nxt in zip(bases, bases[1:], strict=False):
+        if base >= last_needed:
+            break
+        for batch in iter_v2_batches(p / names.log_file_name(base)):
+            if batch.base_offset >= nxt:
+                raise ProducerStateError(f"batch at offset {batch.base_offset} lies beyond its segment's end {nxt}")
+            state.apply(batch)
+        state.end_offset = nxt
+        target = p / names.producer_snapshot_file_name(nxt)
+        if target.exists():
+            out.append(SnapshotOutcome(nxt, SnapshotAction.EXISTING, -1, str(target)))
+            continue
+        snap = state.snapshot()
+        action = SnapshotAction.EMPTY if state.is_empty else SnapshotAction.REBUILT
+        if not dry_run:
+            data = EMPTY_SNAPSHOT if state.is_empty else snap.to_bytes()
+            # Never overwrite: another writer (a broker started by mistake) would win the race.
+            _write_new(target, data)
+        out.append(SnapshotOutcome(nxt, action, len(snap), str(target)))
+    for n in boundaries:
+        if n > last_needed:
+            out.append(SnapshotOutcome(n, SnapshotAction.EXISTING, -1, str(p / names.producer_snapshot_file_name(n))))
+    return out
+
+
+def _write_new(target: Path, data: bytes) -> None:
+    """Temporary name, fsync, then a link to the final name that fails if it exists (a rename
+    would silently replace a snapshot that appeared meanwhile), then fsync the directory."""
+    from ..formats.fileio import fsync_dir
+
+    tmp = target.with_name(target.name + ".kmigrate" + names.TMP_FILE_SUFFIX)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, target)
+    finally:
+        os.unlink(tmp)
+    fsync_dir(target.parent)
