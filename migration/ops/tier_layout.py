@@ -1,0 +1,189 @@
+"""The remote object layout and the documents staged with every segment (no I/O here).
+
+Layout of the open-source tiered-storage plugin (Aiven), uncompressed and unencrypted
+(field notes §2)::
+
+    {prefix}{topic}-{topicId}/{partition}/{base offset, 20 digits}-{segment uuid}.log
+                                                                              .indexes
+                                                                              .rsm-manifest
+
+``.indexes`` is the offset index, time index, producer snapshot ``N.snapshot``, leader-epoch
+checkpoint text and (if any) transaction index, back to back; the manifest (JSON, version "1")
+gives each one's position and size. Uuids print as Kafka prints them (URL-safe base64, no
+padding). The segment uuid is derived from the topic id, partition, base offset and the SHA-256
+of the ``.log``, so a re-run finds its own objects and a changed segment gets new keys.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..formats import names
+from ..formats.checkpoint_files import EpochEntry, to_checkpoint_text
+from ..formats.kafka_uuid import Uuid, uuid_from_name
+
+MANIFEST_VERSION: Literal["1"] = "1"
+LAYOUT_NAME = "aiven-tiered-storage-v1"
+LOG_SUFFIX = ".log"
+INDEXES_SUFFIX = ".indexes"
+MANIFEST_SUFFIX = ".rsm-manifest"
+OBJECT_SUFFIXES = (LOG_SUFFIX, INDEXES_SUFFIX, MANIFEST_SUFFIX)
+COPY_SEGMENT_FINISHED = 1  # RemoteLogSegmentState
+REMOTE_LOG_SEGMENT_METADATA_RECORD_API_KEY = 0  # RemoteLogSegmentMetadataRecord.json
+JSONL_VERSION = 1
+
+
+def segment_uuid(topic_id: str, partition: int, base_offset: int, log_sha256: str) -> Uuid:
+    return uuid_from_name(Uuid.from_string(topic_id), f"{partition}/{base_offset}/{log_sha256}")
+
+
+def partition_prefix(prefix: str, topic: str, topic_id: str, partition: int) -> str:
+    return f"{prefix}{topic}-{topic_id}/{partition}/"
+
+
+def object_stem(prefix: str, topic: str, topic_id: str, partition: int, base_offset: int, seg_uuid: Uuid) -> str:
+    """The key without its suffix."""
+    return f"{partition_prefix(prefix, topic, topic_id, partition)}{names.filename_prefix_from_offset(base_offset)}" \
+           f"-{seg_uuid.to_string()}"
+
+
+def split_key(key: str) -> tuple[str, str] | None:
+    """(stem, suffix) of a staged object's key, None for anything else."""
+    for suffix in OBJECT_SUFFIXES:
+        if key.endswith(suffix):
+            return key[: -len(suffix)], suffix
+    return None
+
+
+class _Json(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+
+class FixedChunkIndex(_Json):
+    """One chunk covering the whole segment: the plugin's fixed chunk index, untransformed."""
+
+    type: Literal["fixed"] = "fixed"
+    original_chunk_size: int = Field(alias="originalChunkSize")
+    original_file_size: int = Field(alias="originalFileSize")
+    transformed_chunk_size: int = Field(alias="transformedChunkSize")
+    final_transformed_chunk_size: int = Field(alias="finalTransformedChunkSize")
+
+    @classmethod
+    def untransformed(cls, file_size: int, chunk_size: int) -> FixedChunkIndex:
+        chunk = max(1, chunk_size)
+        last = file_size % chunk or (chunk if file_size else 0)
+        return cls(originalChunkSize=chunk, originalFileSize=file_size, transformedChunkSize=chunk,
+                   finalTransformedChunkSize=last)
+
+
+class IndexSlice(_Json):
+    position: int
+    size: int
+
+
+class SegmentIndexes(_Json):
+    offset: IndexSlice
+    timestamp: IndexSlice
+    producer_snapshot: IndexSlice = Field(alias="producerSnapshot")
+    leader_epoch: IndexSlice = Field(alias="leaderEpoch")
+    transaction: IndexSlice | None
+
+
+class TopicPartitionJson(_Json):
+    topic: str
+    partition: int
+
+
+class TopicIdPartitionJson(_Json):
+    topic_id: str = Field(alias="topicId")
+    topic_partition: TopicPartitionJson = Field(alias="topicPartition")
+
+
+class RemoteLogSegmentIdJson(_Json):
+    topic_id_partition: TopicIdPartitionJson = Field(alias="topicIdPartition")
+    id: str
+
+
+class RemoteLogSegmentMetadataJson(_Json):
+    """The manifest's informational copy of Kafka's RemoteLogSegmentMetadata."""
+
+    remote_log_segment_id: RemoteLogSegmentIdJson = Field(alias="remoteLogSegmentId")
+    start_offset: int = Field(alias="startOffset")
+    end_offset: int = Field(alias="endOffset")
+    max_timestamp_ms: int = Field(alias="maxTimestampMs")
+    event_timestamp_ms: int = Field(alias="eventTimestampMs")
+    segment_leader_epochs: dict[str, int] = Field(alias="segmentLeaderEpochs", min_length=1)
+    segment_size_in_bytes: int = Field(alias="segmentSizeInBytes")
+    broker_id: int = Field(alias="brokerId")
+
+
+class SegmentManifest(_Json):
+    version: Literal["1"] = MANIFEST_VERSION
+    chunk_index: FixedChunkIndex = Field(alias="chunkIndex")
+    segment_indexes: SegmentIndexes = Field(alias="segmentIndexes")
+    compression: bool = False
+    encryption: None = None
+    remote_log_segment_metadata: RemoteLogSegmentMetadataJson = Field(alias="remoteLogSegmentMetadata")
+
+    def to_bytes(self) -> bytes:
+        return (json.dumps(self.model_dump(mode="json", by_alias=True), indent=1) + "\n").encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SegmentManifest:
+        return cls.model_validate_json(data)
+
+
+class IndexesBlob(BaseModel):
+    data: bytes
+    indexes: SegmentIndexes
+
+
+def build_indexes_blob(offset_index: bytes, time_index: bytes, producer_snapshot: bytes, leader_epoch: bytes,
+                       transaction_index: bytes | None) -> IndexesBlob:
+    parts: list[bytes] = []
+    pos = 0
+
+    def add(data: bytes) -> IndexSlice:
+        nonlocal pos
+        s = IndexSlice(position=pos, size=len(data))
+        parts.append(data)
+        pos += len(data)
+        return s
+
+    idx = SegmentIndexes(offset=add(offset_index), timestamp=add(time_index), producerSnapshot=add(producer_snapshot),
+                         leaderEpoch=add(leader_epoch),
+                         transaction=None if transaction_index is None else add(transaction_index))
+    return IndexesBlob(data=b"".join(parts), indexes=idx)
+
+
+def leader_epoch_index_text(entries: list[EpochEntry], next_offset: int) -> bytes:
+    """The leader-epoch index RemoteLogManager uploads: entries starting below N (§5.5)."""
+    return to_checkpoint_text([e for e in entries if e.start_offset < next_offset]).encode("utf-8")
+
+
+def remote_log_segment_metadata_record(meta: RemoteLogSegmentMetadataJson, *, txn_index_empty: bool
+                                       ) -> dict[str, Any]:
+    """The payload of a ``RemoteLogSegmentMetadataRecord`` (field names of Kafka's
+    RemoteLogSegmentMetadataRecord.json) in state COPY_SEGMENT_FINISHED."""
+    sid = meta.remote_log_segment_id
+    return {
+        "RemoteLogSegmentId": {
+            "TopicIdPartition": {"Name": sid.topic_id_partition.topic_partition.topic,
+                                 "Id": sid.topic_id_partition.topic_id,
+                                 "Partition": sid.topic_id_partition.topic_partition.partition},
+            "Id": sid.id,
+        },
+        "StartOffset": meta.start_offset,
+        "EndOffset": meta.end_offset,
+        "BrokerId": meta.broker_id,
+        "MaxTimestampMs": meta.max_timestamp_ms,
+        "EventTimestampMs": meta.event_timestamp_ms,
+        "SegmentLeaderEpochs": [{"LeaderEpoch": int(e), "Offset": o} for e, o in meta.segment_leader_epochs.items()],
+        "SegmentSizeInBytes": meta.segment_size_in_bytes,
+        "CustomMetadata": None,
+        "RemoteLogSegmentState": COPY_SEGMENT_FINISHED,
+        "TxnIndexEmpty": txn_index_empty,
+    }

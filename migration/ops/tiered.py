@@ -1,0 +1,611 @@
+"""Tiered-storage readiness (KIP-405, KIP-952): producer snapshots, then staging to S3.
+
+Kafka's RemoteLogManager fails with a NullPointerException on a segment without a
+segment-aligned producer snapshot (data written before 2.8, kafka-formats.md §5.5/§5.6). This
+operation, run offline on a stopped broker's log dirs, makes partitions ready and stages their
+closed segments in the object layout of the open-source tiered-storage plugin
+(:mod:`migration.ops.tier_layout`).
+
+Three steps, shared by the CLI, the inline and Spark engines and the Airflow DAG:
+  1. :func:`prepare_tier` (driver): safety (a live lock refuses), inventory, topic ids (from
+     ``partition.metadata`` or the metadata log), readiness; one ``tier-partition`` unit per
+     ready partition (its snapshots must be rebuilt in offset order, so a partition is never
+     split across tasks); ``prepare.json`` lists the partitions that are not ready and why.
+  2. :func:`run_unit` (executor, one boto3 client per task): write the missing ``N.snapshot``
+     files, clean up what an interrupted earlier run left under the partition's prefix, then
+     stage each closed segment: ``.log``, ``.indexes``, verified, then ``.rsm-manifest`` last.
+  3. :func:`finalize_tier` (driver): the run report and ``remote-log-segment-metadata.jsonl``.
+
+Publishing the metadata (not done here)
+---------------------------------------
+Brokers serve remote segments only once ``__remote_log_metadata`` holds matching records.
+``remote-log-segment-metadata.jsonl`` in the run dir has one line per staged segment::
+
+    {"version": 1, "apiKey": 0, "topicIdPartition": "...", "record": {RemoteLogSegmentMetadataRecord}}
+
+``record`` uses the field names of Kafka's ``RemoteLogSegmentMetadataRecord.json`` with
+``RemoteLogSegmentState`` = 1 (COPY_SEGMENT_FINISHED). To register them, with the topic
+created with ``remote.storage.enable=true`` and the brokers' RemoteStorageManager pointing at
+the same bucket and prefix, an operator publishes, per line and per segment in offset order,
+what the topic-based metadata manager itself would write: a ``RemoteLogSegmentMetadataRecord``
+in state COPY_SEGMENT_STARTED (0) followed by a ``RemoteLogSegmentMetadataUpdateRecord`` with
+the same segment id, broker id and event timestamp in state COPY_SEGMENT_FINISHED (1),
+serialized with Kafka's ``RemoteLogMetadataSerde`` and produced to the partition of
+``__remote_log_metadata`` that ``RemoteLogMetadataTopicPartitioner.metadataPartition(topicIdPartition)``
+names (a small Java/Scala program on the broker classpath, e.g. via ``kafka-run-class``).
+Do it only while the partition's leader epoch cache still covers the segments' epochs, before
+local retention deletes the local copies, and never for segments a broker has already copied
+itself (its own segment ids differ: two copies would be served).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ..audit.model import Finding, FormatVersions, OffsetRange, RunKind, RunReport, UnitResult, UnitStatus, UnitType
+from ..engine import Unit, get_engine
+from ..formats import names
+from ..formats.checkpoint_files import EpochEntry, segment_leader_epochs
+from ..formats.errors import KafkaFormatError
+from ..logdir import LogDir, Partition, scan_log_dir
+from ..runs import RunDir
+from ..validate import validate_segment
+from . import tier_layout as layout
+from .producer_state import ProducerStateError, SnapshotAction, ensure_segment_snapshots
+from .s3 import DEFAULT_PART_SIZE, LAYOUT_METADATA_KEY, S3Hook, S3Settings, file_sha256
+from .safety import Refused, check_not_live, holding_locks
+from .tier_metadata import read_metadata_image
+
+log = logging.getLogger(__name__)
+
+JSONL_NAME = "remote-log-segment-metadata.jsonl"
+UNIT_KIND = "tier-partition"
+
+
+class TierOptions(BaseModel):
+    """Run options; they travel in ``job.json`` to executors, so they never hold a secret."""
+
+    bucket: str = Field(min_length=3)
+    endpoint_url: str | None = None
+    prefix: str = ""
+    region: str = "us-east-1"
+    path_style: bool = True
+    part_size: int = Field(default=DEFAULT_PART_SIZE, ge=1)
+    multipart_threshold: int = Field(default=DEFAULT_PART_SIZE, ge=1)
+    chunk_size: int = Field(default=4 * 1024 * 1024, ge=1, description="The manifest's fixed chunk size (the "
+                                                                       "plugin's chunk.size)")
+    snapshots_only: bool = False
+    dry_run: bool = False
+    metadata_log_dirs: list[str] = Field(default_factory=list)
+    compacted_topics: list[str] = Field(default_factory=list)
+    profile: str | None = None
+    aws_conn_id: str | None = None
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    max_attempts: int = Field(default=5, ge=1)
+
+    def s3_settings(self) -> S3Settings:
+        return S3Settings(endpoint_url=self.endpoint_url, region=self.region, path_style=self.path_style,
+                          profile=self.profile, aws_conn_id=self.aws_conn_id, connect_timeout=self.connect_timeout,
+                          read_timeout=self.read_timeout, max_attempts=self.max_attempts)
+
+
+class NotReady(BaseModel):
+    broker_id: int
+    topic: str
+    partition: int
+    path: str
+    reason: str
+    code: str
+    status: UnitStatus = UnitStatus.FAILED
+
+
+# ------------------------------------------------------------------------------------- prepare
+
+
+def _broker_id(d: LogDir, override: int | None) -> int:
+    if override is not None:
+        return override
+    return d.node_id if d.node_id is not None else -1
+
+
+def _corrupt_reason(p: Partition) -> str | None:
+    if p.topic_id_error:
+        return f"partition.metadata is corrupt: {p.topic_id_error}"
+    for s in p.segments[:-1]:  # the active segment is not staged; Kafka recovers its tail
+        if s.stats is None:
+            continue
+        if s.stats.error:
+            return f"corrupt segment {s.log_file}: {s.stats.error.get('message', s.stats.error)}"
+        if s.stats.trailing_bytes:
+            return f"corrupt segment {s.log_file}: {s.stats.trailing_bytes} trailing bytes in a closed segment"
+    return None
+
+
+def prepare_tier(log_dirs: list[str | os.PathLike[str]], *, run_id: str, options: TierOptions,
+                 broker_id: int | None = None, only_partitions: list[str] | None = None) -> RunDir:
+    """Plan a run: ``job.json`` (units, options) and ``prepare.json`` (readiness findings).
+    Raises :class:`Refused` when a live broker holds a log dir."""
+    started = time.time()
+    rd = RunDir(run_id)
+    check_not_live(log_dirs)
+    warnings: list[str] = []
+    dirs = [scan_log_dir(d) for d in log_dirs]
+    for d in dirs:
+        if not d.clean_shutdown:
+            # Nothing is rewritten here, but snapshots are rebuilt from what is on disk: a tail Kafka
+            # would truncate at startup lies in the active segment, which is never read for them.
+            warnings.append(f"{d.path}: unclean shutdown (no {names.CLEAN_SHUTDOWN_FILE}); proceeding, only closed "
+                            "segments are read")
+    meta_dirs = list(options.metadata_log_dirs) + [d.path for d in dirs if d.metadata_log is not None]
+    image = read_metadata_image(meta_dirs)
+    warnings.extend(image.problems)
+    compacted = set(options.compacted_topics)
+    wanted = set(only_partitions) if only_partitions is not None else None
+
+    units: list[Unit] = []
+    not_ready: list[NotReady] = []
+    for d in dirs:
+        bid = _broker_id(d, broker_id)
+        for p in d.partitions:
+            if p.kind != names.PartitionDirKind.LIVE.value or (wanted is not None and p.name not in wanted):
+                continue
+
+            def refuse(reason: str, code: str, status: UnitStatus = UnitStatus.FAILED, p: Partition = p,
+                       bid: int = bid) -> None:
+                not_ready.append(NotReady(broker_id=bid, topic=p.topic, partition=p.partition, path=p.path,
+                                          reason=reason, code=code, status=status))
+
+            topic_id = p.topic_id or image.topic_ids.get(p.topic)
+            if p.topic_id and image.topic_ids.get(p.topic) not in (None, p.topic_id):
+                refuse(f"partition.metadata says topic id {p.topic_id}, the metadata log says "
+                       f"{image.topic_ids[p.topic]}: a recreated topic's leftover directory?", "TOPIC_ID_CONFLICT")
+                continue
+            if p.topic in compacted or image.is_compacted(p.topic):
+                refuse("compacted topic: Kafka does not tier compacted topics", "COMPACTED", UnitStatus.SKIPPED)
+                continue
+            corrupt = _corrupt_reason(p)
+            if corrupt:
+                refuse(corrupt, "CORRUPT")
+                continue
+            if topic_id is None:
+                refuse("no topic id: no partition.metadata and no TopicRecord in the metadata log"
+                       + ("" if image.sources else " (no metadata log dir given)"), "NO_TOPIC_ID")
+                continue
+            if len(p.segments) < 2:
+                refuse("no closed segment to stage (only the active segment)", "NOTHING_TO_STAGE",
+                       UnitStatus.SKIPPED)
+                continue
+            segs = [{"base_offset": s.base_offset, "size": s.size, "mtime_ns": s.mtime_ns,
+                     "max_timestamp": s.stats.max_timestamp if s.stats else -1,
+                     "formats": s.stats.formats if s.stats else []} for s in p.segments]
+            units.append(Unit(
+                kind=UNIT_KIND, id=f"{UNIT_KIND}:{bid}:{p.name}", broker_id=bid, log_dir=d.path, path=p.path,
+                topic=p.topic, partition=p.partition, size=sum(s.size for s in p.segments[:-1]),
+                params={"topic_id": topic_id, "topic_id_source": "partition.metadata" if p.topic_id else "metadata-log",
+                        "segments": segs, "leader_epochs": [list(e) for e in (p.leader_epochs or [])]},
+            ))
+    rd.write_job(units, options.model_dump(mode="json"))
+    rd.write_prepare({
+        "version": 1, "run_id": run_id, "kind": RunKind.TIER_PREPARE.value, "started_at": started,
+        "log_dirs": [str(d) for d in log_dirs], "options": options.model_dump(mode="json"),
+        "metadata_sources": image.sources, "warnings": warnings,
+        "not_ready": [n.model_dump(mode="json") for n in not_ready],
+        "units": len(units), "refusal": None,
+    })
+    return rd
+
+
+# ------------------------------------------------------------------------------------- executor
+
+
+class _SegmentPlan(BaseModel):
+    base: int
+    next_offset: int
+    size: int
+    mtime_ns: int
+    max_timestamp: int
+    formats: list[str]
+
+
+def _segment_plans(unit: Unit) -> tuple[list[_SegmentPlan], int]:
+    segs = unit.params["segments"]
+    plans = [_SegmentPlan(base=s["base_offset"], next_offset=n["base_offset"], size=s["size"], mtime_ns=s["mtime_ns"],
+                          max_timestamp=s["max_timestamp"], formats=s.get("formats", []))
+             for s, n in zip(segs, segs[1:], strict=False)]
+    return plans, segs[-1]["base_offset"]
+
+
+def _check_unchanged(pdir: Path, unit: Unit) -> None:
+    """The driver planned from a listing; refuse to act on a directory that changed since."""
+    bases = sorted(names.offset_from_file_name(e.name) for e in os.scandir(pdir)
+                   if e.name.endswith(names.LOG_FILE_SUFFIX))
+    planned = [s["base_offset"] for s in unit.params["segments"]]
+    if bases != planned:
+        raise RuntimeError(f"{pdir}: segments changed since prepare (planned {planned}, found {bases})")
+    for s in unit.params["segments"][:-1]:
+        st = (pdir / names.log_file_name(s["base_offset"])).stat()
+        if st.st_size != s["size"] or st.st_mtime_ns != s["mtime_ns"]:
+            raise RuntimeError(f"{pdir / names.log_file_name(s['base_offset'])}: changed since prepare")
+
+
+def _read_optional(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+class _StageContext(BaseModel):
+    topic: str
+    partition: int
+    topic_id: str
+    broker_id: int
+    pdir: str
+    epochs: list[tuple[int, int]]
+    options: TierOptions
+
+
+def _segment_result(plan: _SegmentPlan, pdir: Path, status: UnitStatus, *, started: float,
+                    errors: list[Finding] | None = None, warnings: list[Finding] | None = None) -> UnitResult:
+    fmt = plan.formats[0] if len(plan.formats) == 1 else ("mixed" if plan.formats else None)
+    return UnitResult(unit=names.log_file_name(plan.base), unit_type=UnitType.SEGMENT,
+                      path=str(pdir / names.log_file_name(plan.base)), status=status, input_format=fmt,
+                      output_format=layout.LAYOUT_NAME if status is UnitStatus.OK else None,
+                      bytes_before=plan.size, bytes_after=plan.size if status is UnitStatus.OK else None,
+                      offsets=OffsetRange(first=plan.base, last=plan.next_offset - 1),
+                      duration_s=max(0.0, time.monotonic() - started), errors=errors or [], warnings=warnings or [])
+
+
+def _manifest_for(ctx: _StageContext, plan: _SegmentPlan, seg_uuid: str, blob: layout.IndexesBlob,
+                  epochs: list[EpochEntry]) -> layout.SegmentManifest:
+    # Kafka's LogSegment.largestTimestamp: the max record timestamp, else the .log mtime.
+    max_ts = plan.max_timestamp if plan.max_timestamp >= 0 else plan.mtime_ns // 1_000_000
+    return layout.SegmentManifest(
+        chunkIndex=layout.FixedChunkIndex.untransformed(plan.size, ctx.options.chunk_size),
+        segmentIndexes=blob.indexes,
+        remoteLogSegmentMetadata=layout.RemoteLogSegmentMetadataJson(
+            remoteLogSegmentId=layout.RemoteLogSegmentIdJson(
+                topicIdPartition=layout.TopicIdPartitionJson(
+                    topicId=ctx.topic_id, topicPartition=layout.TopicPartitionJson(topic=ctx.topic,
+                                                                                   partition=ctx.partition)),
+                id=seg_uuid),
+            startOffset=plan.base, endOffset=plan.next_offset - 1, maxTimestampMs=max_ts,
+            eventTimestampMs=int(time.time() * 1000),
+            segmentLeaderEpochs={str(e.epoch): e.start_offset for e in epochs},
+            segmentSizeInBytes=plan.size, brokerId=ctx.broker_id),
+    )
+
+
+def _stage_segment(hook: S3Hook | None, ctx: _StageContext, plan: _SegmentPlan, log_sha: str
+                   ) -> tuple[UnitStatus, dict[str, Any] | None, list[Finding]]:
+    """Stage one closed segment. Returns (status, metadata record, warnings); raises on failure
+    after removing what this attempt wrote (the manifest is written only after both data
+    objects are verified, so no manifest ever points at missing or partial data)."""
+    opts = ctx.options
+    pdir = Path(ctx.pdir)
+    prefix = names.filename_prefix_from_offset(plan.base)
+    seg_uuid = layout.segment_uuid(ctx.topic_id, ctx.partition, plan.base, log_sha)
+    stem = layout.object_stem(opts.prefix, ctx.topic, ctx.topic_id, ctx.partition, plan.base, seg_uuid)
+    entries = [EpochEntry(e, o) for e, o in ctx.epochs]
+    epochs = segment_leader_epochs(entries, plan.base, plan.next_offset)
+    if not epochs:
+        raise _NotStageable("NO_LEADER_EPOCH", f"no leader epoch covers [{plan.base}, {plan.next_offset}): "
+                            "Kafka keeps no leader-epoch cache for message format v0/v1 data (upgrade it to v2 "
+                            "first) and RemoteLogSegmentMetadata requires a non-empty epoch map")
+    offset_index = _read_optional(pdir / (prefix + names.INDEX_FILE_SUFFIX))
+    time_index = _read_optional(pdir / (prefix + names.TIME_INDEX_FILE_SUFFIX))
+    snapshot = _read_optional(pdir / names.producer_snapshot_file_name(plan.next_offset))
+    if offset_index is None or time_index is None:
+        raise _NotStageable("MISSING_INDEX", f"{prefix}: offset or time index missing (start the broker once so "
+                            "it rebuilds them)")
+    if snapshot is None:
+        if opts.dry_run:
+            snapshot = b""  # would be written by this run
+        else:
+            raise _NotStageable("MISSING_SNAPSHOT", f"{names.producer_snapshot_file_name(plan.next_offset)} missing")
+    txn = _read_optional(pdir / (prefix + names.TXN_INDEX_FILE_SUFFIX))
+    blob = layout.build_indexes_blob(offset_index, time_index, snapshot,
+                                     layout.leader_epoch_index_text(entries, plan.next_offset), txn)
+    manifest = _manifest_for(ctx, plan, seg_uuid.to_string(), blob, epochs)
+    if opts.dry_run or hook is None:
+        return UnitStatus.PLANNED, None, []
+    meta = {LAYOUT_METADATA_KEY: layout.LAYOUT_NAME}
+    existing = hook.head(stem + layout.MANIFEST_SUFFIX)
+    if existing is not None:
+        old = layout.SegmentManifest.from_bytes(hook.get_bytes(stem + layout.MANIFEST_SUFFIX))
+        same = (old.segment_indexes == manifest.segment_indexes
+                and old.chunk_index == manifest.chunk_index
+                and hook.matches(stem + layout.LOG_SUFFIX, size=plan.size, sha256=log_sha)
+                and hook.matches(stem + layout.INDEXES_SUFFIX, size=len(blob.data),
+                                 sha256=_sha256(blob.data)))
+        if same:
+            return UnitStatus.SKIPPED, _record(old, txn), []
+        # A manifest whose data is missing or different must not survive: drop it first.
+        hook.delete([stem + layout.MANIFEST_SUFFIX])
+    written: list[str] = []
+    try:
+        log_key = stem + layout.LOG_SUFFIX
+        if hook.matches(log_key, size=plan.size, sha256=log_sha):
+            hook.verify(log_key, size=plan.size, sha256=log_sha, part_size=opts.part_size)  # resume: trust, verify
+        else:
+            written.append(log_key)
+            hook.upload_file(log_key, pdir / names.log_file_name(plan.base), sha256=log_sha, part_size=opts.part_size,
+                             multipart_threshold=opts.multipart_threshold, metadata=meta)
+        idx_key = stem + layout.INDEXES_SUFFIX
+        written.append(idx_key)
+        hook.put_bytes(idx_key, blob.data, metadata=meta)
+        written.append(stem + layout.MANIFEST_SUFFIX)
+        hook.put_bytes(stem + layout.MANIFEST_SUFFIX, manifest.to_bytes(), content_type="application/json",
+                       metadata=meta)
+    except BaseException:
+        # Orphans removed on failure (best effort: the next run's cleanup catches the rest).
+        try:
+            hook.delete([stem + s for s in (layout.MANIFEST_SUFFIX, layout.INDEXES_SUFFIX, layout.LOG_SUFFIX)])
+        except Exception as exc:
+            log.warning("cleanup of %s failed: %s", stem, exc)
+        raise
+    return UnitStatus.OK, _record(manifest, txn), []
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _record(manifest: layout.SegmentManifest, txn: bytes | None) -> dict[str, Any]:
+    meta = manifest.remote_log_segment_metadata
+    tip = meta.remote_log_segment_id.topic_id_partition
+    return {"version": layout.JSONL_VERSION, "apiKey": layout.REMOTE_LOG_SEGMENT_METADATA_RECORD_API_KEY,
+            "topicIdPartition": f"{tip.topic_id}:{tip.topic_partition.topic}-{tip.topic_partition.partition}",
+            "record": layout.remote_log_segment_metadata_record(meta, txn_index_empty=not txn)}
+
+
+class _NotStageable(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _cleanup_partition_prefix(hook: S3Hook, part_prefix: str, keep_stems: set[str]) -> list[Finding]:
+    """What an interrupted run left: abort every incomplete multipart upload under the
+    partition's prefix (one unit per partition, so none of them is being completed), delete
+    manifests whose data is gone and data objects that have no manifest, except those of a
+    segment this unit is about to stage (they are verified and reused, or replaced)."""
+    found: list[Finding] = []
+    for key, upload_id, _ in hook.list_multipart_uploads(part_prefix):
+        hook.abort_multipart(key, upload_id)
+        found.append(Finding(message=f"aborted a stale multipart upload of {key}", code="STALE_MULTIPART",
+                             file=key))
+    by_stem: dict[str, set[str]] = {}
+    for obj in hook.list_objects(part_prefix):
+        parts = layout.split_key(obj["Key"])
+        if parts is not None:
+            by_stem.setdefault(parts[0], set()).add(parts[1])
+    doomed: list[str] = []
+    for stem, suffixes in sorted(by_stem.items()):
+        complete = suffixes >= {layout.LOG_SUFFIX, layout.INDEXES_SUFFIX, layout.MANIFEST_SUFFIX}
+        if complete or stem in keep_stems:
+            continue
+        doomed.extend(stem + s for s in sorted(suffixes))
+    if doomed:
+        hook.delete(doomed)
+        found.extend(Finding(message=f"removed orphan object {k} (no complete segment)", code="ORPHAN_REMOVED",
+                             file=k) for k in doomed)
+    return found
+
+
+def run_unit(unit: Unit, options: dict[str, Any] | TierOptions) -> dict[str, Any]:
+    """Executor side of one partition: snapshots, then staging of its closed segments in order."""
+    opts = options if isinstance(options, TierOptions) else TierOptions.model_validate(options)
+    started = time.monotonic()
+    pdir = Path(unit.path)
+    assert unit.topic is not None and unit.partition is not None
+    topic_id: str = unit.params["topic_id"]
+    results: list[UnitResult] = []
+    records: list[dict[str, Any]] = []
+    part_findings: list[Finding] = []
+    base_out: dict[str, Any] = {"broker_id": unit.broker_id, "topic": unit.topic, "partition": unit.partition}
+
+    def partition_result(status: UnitStatus, errors: list[Finding] | None = None) -> UnitResult:
+        return UnitResult(unit=pdir.name, unit_type=UnitType.FILE, path=str(pdir), status=status,
+                          duration_s=time.monotonic() - started,
+                          errors=errors or [], warnings=part_findings)
+
+    try:
+        _check_unchanged(pdir, unit)
+        plans, _active = _segment_plans(unit)
+        bases = [s["base_offset"] for s in unit.params["segments"]]
+        # 1. Snapshots, one streaming pass (they depend on everything below them).
+        for outcome in ensure_segment_snapshots(pdir, bases, dry_run=opts.dry_run):
+            if outcome.action is SnapshotAction.EXISTING:
+                continue
+            results.append(UnitResult(
+                unit=names.producer_snapshot_file_name(outcome.offset), unit_type=UnitType.FILE, path=outcome.path,
+                status=UnitStatus.PLANNED if opts.dry_run else UnitStatus.OK,
+                output_format=f"producer-snapshot-v1-{outcome.action.value}",
+                bytes_after=None if opts.dry_run else Path(outcome.path).stat().st_size))
+    except (ProducerStateError, KafkaFormatError, RuntimeError, OSError) as exc:
+        err = Finding(message=f"producer snapshots: {exc}", code="SNAPSHOT_REBUILD_FAILED", file=str(pdir))
+        return {**base_out, "status": "failed", "error": str(exc), "unit_result": partition_result(
+            UnitStatus.FAILED, [err]).model_dump(mode="json"), "segment_results": [
+            r.model_dump(mode="json") for r in results], "segment_metadata": []}
+    if opts.snapshots_only:
+        return {**base_out, "status": "ok", "unit_result": partition_result(UnitStatus.OK).model_dump(mode="json"),
+                "segment_results": [r.model_dump(mode="json") for r in results], "segment_metadata": []}
+
+    ctx = _StageContext(topic=unit.topic, partition=unit.partition, topic_id=topic_id, broker_id=unit.broker_id,
+                        pdir=str(pdir), epochs=[tuple(e) for e in unit.params.get("leader_epochs", [])], options=opts)
+    hook: S3Hook | None = None
+    shas: dict[int, str] = {}
+    failed_at: int | None = None
+    try:
+        if not opts.dry_run:
+            hook = S3Hook(opts.s3_settings(), opts.bucket)
+        keep: set[str] = set()
+        for plan in plans:
+            shas[plan.base] = file_sha256(pdir / names.log_file_name(plan.base))
+            seg_uuid = layout.segment_uuid(topic_id, unit.partition, plan.base, shas[plan.base])
+            keep.add(layout.object_stem(opts.prefix, unit.topic, topic_id, unit.partition, plan.base, seg_uuid))
+        if hook is not None:
+            part_findings.extend(_cleanup_partition_prefix(
+                hook, layout.partition_prefix(opts.prefix, unit.topic, topic_id, unit.partition), keep))
+    except Exception as exc:
+        err = Finding(message=f"before staging: {type(exc).__name__}: {exc}", code="STAGING_FAILED", file=str(pdir))
+        return {**base_out, "status": "failed", "error": str(exc), "unit_result": partition_result(
+            UnitStatus.FAILED, [err]).model_dump(mode="json"), "segment_results": [
+            r.model_dump(mode="json") for r in results], "segment_metadata": [], "requests": _requests(hook)}
+
+    for plan in plans:
+        seg_started = time.monotonic()
+        if failed_at is not None:
+            # Kafka copies segments in offset order; a gap would leave the remote log with a hole.
+            results.append(_segment_result(plan, pdir, UnitStatus.SKIPPED, started=seg_started, warnings=[Finding(
+                message=f"not staged: segment {failed_at} before it could not be staged", code="AFTER_FAILURE")]))
+            continue
+        try:
+            _validate_closed_segment(pdir, plan, ctx.epochs)
+            status, record, warns = _stage_segment(hook, ctx, plan, shas[plan.base])
+            if record is not None:
+                records.append({**record, "newlyStaged": status is UnitStatus.OK})
+            results.append(_segment_result(plan, pdir, status, started=seg_started, warnings=warns))
+        except _NotStageable as exc:
+            failed_at = plan.base
+            results.append(_segment_result(plan, pdir, UnitStatus.FAILED, started=seg_started,
+                                           errors=[Finding(message=str(exc), code=exc.code)]))
+        except Exception as exc:  # network, checksum, corrupt data: this segment failed
+            failed_at = plan.base
+            log.warning("staging %s/%s failed: %s", pdir, plan.base, exc)
+            results.append(_segment_result(plan, pdir, UnitStatus.FAILED, started=seg_started, errors=[Finding(
+                message=f"{type(exc).__name__}: {exc}", code="STAGING_FAILED")]))
+    status = "failed" if failed_at is not None else "ok"
+    summary = partition_result(UnitStatus.FAILED if failed_at is not None else
+                               (UnitStatus.PLANNED if opts.dry_run else UnitStatus.OK))
+    return {**base_out, "status": status, "unit_result": summary.model_dump(mode="json"),
+            "segment_results": [r.model_dump(mode="json") for r in results], "segment_metadata": records,
+            "requests": _requests(hook)}
+
+
+def _requests(hook: S3Hook | None) -> dict[str, int]:
+    return dict(hook.requests) if hook is not None else {}
+
+
+def _validate_closed_segment(pdir: Path, plan: _SegmentPlan, epochs: list[tuple[int, int]]) -> None:
+    """Batch framing and CRCs, offsets and indexes of the segment about to be staged."""
+    res, _ = validate_segment(pdir / names.log_file_name(plan.base), next_base_offset=plan.next_offset, deep=False,
+                              leader_epochs=epochs or None)
+    errors = [f for f in res.findings if f.severity == "error"]
+    if errors:
+        raise _NotStageable("CORRUPT", "; ".join(str(f) for f in errors[:3]))
+
+
+# ------------------------------------------------------------------------------------- finalize
+
+
+def _report_params(options: dict[str, Any]) -> dict[str, Any]:
+    keep = ("bucket", "endpoint_url", "prefix", "region", "path_style", "part_size", "multipart_threshold",
+            "chunk_size",
+            "snapshots_only", "dry_run", "metadata_log_dirs", "compacted_topics", "profile", "aws_conn_id")
+    return {k: options.get(k) for k in keep}
+
+
+def finalize_tier(run_id: str) -> RunReport:
+    """Build, save and return the run report; write the metadata-record JSONL into the run dir."""
+    from ..audit.store import ReportStore
+
+    rd = RunDir(run_id)
+    prep = rd.read_prepare()
+    started = prep.get("started_at")
+    from datetime import UTC, datetime
+
+    report = RunReport.start(RunKind.TIER_PREPARE, _report_params(prep.get("options", {})), run_id=run_id,
+                             formats=FormatVersions(other={"remote-layout": layout.LAYOUT_NAME,
+                                                           "rsm-manifest": layout.MANIFEST_VERSION,
+                                                           "producer-snapshot": 1,
+                                                           "metadata-jsonl": layout.JSONL_VERSION}),
+                             now=datetime.fromtimestamp(started, UTC) if started else None)
+    if prep.get("refusal"):
+        report.refuse(prep["refusal"])
+    for w in prep.get("warnings", []):
+        report.warn(w)
+    for n in prep.get("not_ready", []):
+        report.add_unit(n["broker_id"], n["topic"], n["partition"], UnitResult(
+            unit=Path(n["path"]).name, unit_type=UnitType.FILE, path=n["path"], status=UnitStatus(n["status"]),
+            errors=[Finding(message=n["reason"], code=n["code"])] if n["status"] == UnitStatus.FAILED.value else [],
+            warnings=[Finding(message=n["reason"], code=n["code"])] if n["status"] != UnitStatus.FAILED.value
+            else []), track_progress=False)
+    units, _ = rd.read_job() if rd.job_path.exists() else ([], {})
+    for u in units:
+        report.plan_unit(u.broker_id, u.topic or "?", u.partition or 0, u.id, u.size, UnitType.FILE)
+    by_id = {r.get("unit_id"): r for r in rd.read_results()}
+    records: list[dict[str, Any]] = []
+    for u in units:
+        r = by_id.get(u.id)
+        topic, partition = u.topic or "?", u.partition or 0
+        if r is None:
+            report.add_unit(u.broker_id, topic, partition, UnitResult(
+                unit=Path(u.path).name, unit_type=UnitType.FILE, path=u.path, status=UnitStatus.FAILED,
+                errors=[Finding(message="no result: the unit did not run", code="NO_RESULT")]))
+            continue
+        seg_results = [UnitResult.model_validate(x) for x in r.get("segment_results", [])]
+        if "unit_result" in r:
+            summary = UnitResult.model_validate(r["unit_result"])
+        else:  # the engine caught an exception the unit did not
+            summary = UnitResult(unit=Path(u.path).name, unit_type=UnitType.FILE, path=u.path,
+                                 status=UnitStatus.FAILED, errors=[Finding(message=r.get("error", "unknown error"),
+                                                                           code="UNIT_CRASHED")])
+        for x in seg_results:
+            report.add_unit(u.broker_id, topic, partition, x)
+        if not seg_results or summary.errors or summary.warnings:
+            # The partition-level line carries cleanup findings and failures before any segment.
+            report.add_unit(u.broker_id, topic, partition, summary)
+        records.extend(r.get("segment_metadata", []))
+    _write_jsonl(rd.path / JSONL_NAME, records)
+    report.finish()
+    ReportStore().save(report)
+    rd.write("report-path.json", {"report": str(ReportStore().json_path(run_id))})
+    return report
+
+
+def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    from ..formats.fileio import atomic_write
+
+    atomic_write(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records).encode("utf-8"),
+                 tmp_suffix=".tmp")
+
+
+# ------------------------------------------------------------------------------------- driver
+
+
+def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions, engine: str = "inline",
+                 run_id: str | None = None, master: str | None = None, spark: Any = None,
+                 broker_id: int | None = None, only_partitions: list[str] | None = None) -> RunReport:
+    """prepare → run units on the engine → finalize. A refusal yields a report with exit code 3."""
+    from ..audit.model import new_run_id
+
+    rid = run_id or new_run_id(RunKind.TIER_PREPARE)
+    try:
+        rd = prepare_tier(log_dirs, run_id=rid, options=options, broker_id=broker_id, only_partitions=only_partitions)
+    except Refused as exc:
+        rd = RunDir(rid)
+        rd.write_prepare({"version": 1, "run_id": rid, "started_at": time.time(), "refusal": str(exc),
+                          "options": options.model_dump(mode="json"), "warnings": [], "not_ready": []})
+        return finalize_tier(rid)
+    units, opts = rd.read_job()
+    eng = get_engine(engine, master=master, spark=spark)
+    if options.dry_run:
+        results = eng.run(units, opts)
+    else:
+        # Hold the log dirs' locks while snapshots are written: a broker started by mistake refuses.
+        with holding_locks(list(log_dirs)):
+            results = eng.run(units, opts)
+    rd.write_results(results)
+    return finalize_tier(rid)
