@@ -1,0 +1,151 @@
+"""Backups of the original segment files, kept OUTSIDE every log dir until commit or rollback.
+
+Layout: ``<backup root>/<run id>/files/<unit id>/<file name>``, one manifest per unit in
+``<backup root>/<run id>/manifests/<unit id>.json`` (units may run in parallel Spark tasks, so
+there is no shared file to race on) and, at finalize, ``backup-manifest.json`` joining them.
+Files are hard links where the filesystem allows (instant, no extra space: the replace only
+unlinks the log dir's name), copies otherwise; each entry records size, mtime and SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ..formats.fileio import fsync_dir
+
+MANIFESTS_DIR = "manifests"
+FILES_DIR = "files"
+BACKUP_MANIFEST = "backup-manifest.json"
+_HASH_CHUNK = 1 << 20
+
+
+class BackupFile(BaseModel):
+    name: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    linked: bool = False
+
+
+class UnitBackup(BaseModel):
+    unit_id: str
+    partition_dir: str
+    backup_dir: str
+    files: list[BackupFile] = Field(default_factory=list)
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(_HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fingerprint(path: Path) -> BackupFile:
+    st = path.stat()
+    return BackupFile(name=path.name, size=st.st_size, mtime_ns=st.st_mtime_ns, sha256=sha256_file(path))
+
+
+def run_backup_dir(backup_root: str | os.PathLike[str], run_id: str) -> Path:
+    return Path(backup_root) / run_id
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def link_or_copy(src: Path, dst: Path) -> bool:
+    """Hard-link ``src`` to ``dst`` (True), or copy it with its times when linking is not
+    possible, e.g. across filesystems (False)."""
+    try:
+        os.link(src, dst)
+        return True
+    except OSError:
+        shutil.copy2(src, dst)
+        _fsync_file(dst)
+        return False
+
+
+def backup_unit(
+    backup_root: str | os.PathLike[str], run_id: str, unit_id: str, partition_dir: Path, file_names: list[str]
+) -> UnitBackup:
+    """Keep the named files of ``partition_dir``; idempotent (a re-run finds its own backup)."""
+    root = run_backup_dir(backup_root, run_id)
+    target = root / FILES_DIR / unit_id
+    manifest_path = root / MANIFESTS_DIR / f"{unit_id}.json"
+    if manifest_path.exists():
+        return UnitBackup.model_validate_json(manifest_path.read_text())
+    target.mkdir(parents=True, exist_ok=True)
+    manifest_path.parent.mkdir(parents=True, exist_ok=True)
+    ub = UnitBackup(unit_id=unit_id, partition_dir=str(partition_dir), backup_dir=str(target))
+    for name in file_names:
+        src = partition_dir / name
+        dst = target / name
+        if dst.exists():
+            dst.unlink()  # a partial backup of an interrupted first attempt
+        fp = fingerprint(src)
+        fp.linked = link_or_copy(src, dst)
+        ub.files.append(fp)
+    fsync_dir(target)
+    tmp = manifest_path.with_name(manifest_path.name + ".tmp")
+    tmp.write_text(ub.model_dump_json(indent=1))
+    _fsync_file(tmp)
+    os.replace(tmp, manifest_path)
+    fsync_dir(manifest_path.parent)
+    return ub
+
+
+def load_unit_backup(backup_root: str | os.PathLike[str], run_id: str, unit_id: str) -> UnitBackup | None:
+    p = run_backup_dir(backup_root, run_id) / MANIFESTS_DIR / f"{unit_id}.json"
+    return UnitBackup.model_validate_json(p.read_text()) if p.exists() else None
+
+
+def verify_backup(ub: UnitBackup) -> list[str]:
+    """Problems with a unit's backup: missing files, sizes or SHA-256 that changed."""
+    problems = []
+    for f in ub.files:
+        p = Path(ub.backup_dir) / f.name
+        if not p.exists():
+            problems.append(f"{p}: missing")
+        elif p.stat().st_size != f.size or sha256_file(p) != f.sha256:
+            problems.append(f"{p}: content differs from the manifest")
+    return problems
+
+
+def write_backup_manifest(backup_root: str | os.PathLike[str], run_id: str) -> Path | None:
+    root = run_backup_dir(backup_root, run_id)
+    mdir = root / MANIFESTS_DIR
+    if not mdir.is_dir():
+        return None
+    units = [json.loads(p.read_text()) for p in sorted(mdir.glob("*.json"))]
+    out = root / BACKUP_MANIFEST
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps({"run_id": run_id, "units": units}, indent=1))
+    os.replace(tmp, out)
+    return out
+
+
+def drop_backups(backup_root: str | os.PathLike[str], run_id: str) -> int:
+    """Delete a run's backups; returns the bytes freed (of files not linked elsewhere)."""
+    root = run_backup_dir(backup_root, run_id)
+    if not root.exists():
+        return 0
+    freed = 0
+    for p in root.rglob("*"):
+        if p.is_file():
+            st = p.stat()
+            if st.st_nlink == 1:
+                freed += st.st_size
+    shutil.rmtree(root)
+    return freed

@@ -1,0 +1,413 @@
+"""Streaming rewrite of one segment into a target message format.
+
+The input ``.log`` is read batch by batch (:class:`FileRecords`), every batch is checked
+(``ensure_valid``) and converted, and the output is written incrementally as
+``<base>.log.cleaned`` with its ``.index.cleaned`` and ``.timeindex.cleaned`` (and a
+``.txnindex.cleaned`` when the input has a transaction index): the first phase of Kafka's
+replace protocol (kafka-formats §4.9). Memory stays bounded by the reader's chunk, one
+batch and the index entries (one per ``index.interval.bytes``).
+
+Conversion rules (kafka-formats §1.7, §1.9, §2.10; field notes §3.3):
+- target v1: an uncompressed v0 message becomes a v1 message (same offset, key, value;
+  timestamp -1, CreateTime); a v0 wrapper becomes a v1 wrapper of the same codec with
+  relative inner offsets (holes kept), offset = last inner offset, timestamp = max inner.
+  v1 and v2 batches are copied byte for byte.
+- target v2: every uncompressed v0/v1 message becomes a single-record v2 batch, every wrapper
+  one v2 batch of the same codec (records and offset gaps kept); a LogAppendTime wrapper's
+  time applies to its records and the batch is LogAppendTime. v2 batches are copied.
+- ``stamp_v0_ms``: v0 messages get this estimated append time as LogAppendTime instead of -1.
+Output segments roll when ``segment_bytes`` would be exceeded or a relative offset would not
+fit int32 (KAFKA-6264); a converted batch above ``max_message_bytes`` is split in halves.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, NamedTuple, TypeVar
+
+from pydantic import BaseModel, Field
+
+from ..digest import RecordDigest, RecordDigester
+from ..formats import names
+from ..formats.errors import TruncatedError
+from ..formats.file_records import Batch, FileRecords
+from ..formats.index_builder import IndexBuilder
+from ..formats.legacy import ATTRIBUTE_TIMESTAMP_TYPE_MASK, LegacyBatch, encode_message
+from ..formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP, Record, TimestampType
+from ..formats.record_batch import build_record_batch, build_single_record_batch
+from ..formats.transaction_index import TransactionIndex
+from .faults import fault_point
+
+INT32_MAX = 2**31 - 1
+_T = TypeVar("_T")
+WRITE_BUFFER_SIZE = 1 << 20
+DEFAULT_SEGMENT_BYTES = 1 << 30
+DEFAULT_MAX_MESSAGE_BYTES = 1048588
+
+
+@dataclass
+class RewriteSpec:
+    target_magic: int
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    index_interval_bytes: int = 4096
+    stamp_v0_ms: int | None = None
+    leader_epochs: Sequence[tuple[int, int]] = ()  # (epoch, start offset), increasing
+    _epoch_starts: list[int] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.target_magic not in (MAGIC_V1, MAGIC_V2):
+            raise ValueError(f"target magic must be 1 or 2, not {self.target_magic}")
+        self._epoch_starts = [start for _, start in self.leader_epochs]
+
+    def leader_epoch(self, base_offset: int) -> int:
+        """The epoch covering ``base_offset`` in the leader-epoch-checkpoint, else -1."""
+        k = bisect.bisect_right(self._epoch_starts, base_offset) - 1
+        return self.leader_epochs[k][0] if k >= 0 else -1
+
+
+class OutputSegment(BaseModel):
+    base_offset: int
+    files: list[str] = Field(description="Final file names (without the .cleaned suffix)")
+    size: int = 0
+    batches: int = 0
+    bytes_by_magic: dict[str, int] = Field(default_factory=dict)
+    last_offset: int | None = None
+    log_sha256: str = ""
+
+
+class RewriteResult(BaseModel):
+    outputs: list[OutputSegment] = Field(default_factory=list)
+    bytes_before: int = 0
+    bytes_by_magic_before: dict[str, int] = Field(default_factory=dict)
+    batches_before: int = 0
+    digest_before: RecordDigest
+    split_batches: int = 0
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Piece(NamedTuple):
+    """One converted batch, ready to append."""
+
+    data: bytes | memoryview
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    magic: int
+
+
+def _label(magic: int) -> str:
+    return f"v{magic}"
+
+
+# ---------------------------------------------------------------- conversion
+
+
+class Converter:
+    """Turns input batches into output pieces for one target format."""
+
+    def __init__(self, spec: RewriteSpec) -> None:
+        self.spec = spec
+        self.split_batches = 0
+        self.warnings: list[str] = []
+
+    def convert(self, b: Batch, records: list[Record]) -> Iterator[Piece]:
+        spec = self.spec
+        if b.magic >= spec.target_magic:
+            # Already in (or above) the target format: the raw bytes, never decoded again.
+            first = b.base_offset if b.magic == MAGIC_V2 else records[0].offset
+            yield Piece(b.raw_bytes(), first, b.last_offset, b.max_timestamp, b.magic)
+            return
+        assert isinstance(b, LegacyBatch)
+        if spec.target_magic == MAGIC_V1:
+            yield from self._v0_to_v1(b)
+        else:
+            yield from self._legacy_to_v2(b, records)
+
+    # -- v0 -> v1
+    def _v0_stamp(self) -> tuple[int, int]:
+        """(attributes timestamp bit, timestamp) a v0 message gets."""
+        if self.spec.stamp_v0_ms is None:
+            return 0, NO_TIMESTAMP
+        return ATTRIBUTE_TIMESTAMP_TYPE_MASK, self.spec.stamp_v0_ms
+
+    def _v0_to_v1(self, b: LegacyBatch) -> Iterator[Piece]:
+        ts_bit, ts = self._v0_stamp()
+        if not b.is_compressed:
+            yield Piece(b.upconvert_to_v1(b.offset, ts_bit, ts), b.offset, b.offset, ts, MAGIC_V1)
+            return
+        codec = b.compression
+        inner = b.inner()
+
+        def build(msgs: Sequence[LegacyBatch]) -> bytes:
+            from ..formats import compression as codecs
+
+            first = msgs[0].offset
+            # Relative inner offsets (KIP-31): holes left by compaction are kept.
+            payload = codecs.compress(
+                codec, b"".join(m.upconvert_to_v1(m.offset - first, ts_bit, ts) for m in msgs), MAGIC_V1
+            )
+            return encode_message(msgs[-1].offset, MAGIC_V1, int(codec) | ts_bit, ts, None, payload)
+
+        for msgs, data in self._fit(inner, build):
+            yield Piece(data, msgs[0].offset, msgs[-1].offset, ts, MAGIC_V1)
+
+    # -- v0/v1 -> v2
+    def _legacy_to_v2(self, b: LegacyBatch, records: list[Record]) -> Iterator[Piece]:
+        spec = self.spec
+        if b.magic == MAGIC_V0:
+            lat = spec.stamp_v0_ms is not None
+            ts = spec.stamp_v0_ms if lat else NO_TIMESTAMP
+            if lat:
+                records = [r._replace(timestamp=ts) for r in records]
+        else:
+            lat = b.timestamp_type is TimestampType.LOG_APPEND_TIME
+            ts = b.timestamp  # the wrapper's time (LogAppendTime) or the message's own
+        if not b.is_compressed:
+            r = records[0]
+            data = build_single_record_batch(
+                r.offset, r.timestamp, r.key, r.value, log_append_time=lat,
+                partition_leader_epoch=spec.leader_epoch(r.offset),
+            )
+            yield Piece(data, r.offset, r.offset, r.timestamp, MAGIC_V2)
+            return
+        codec = b.compression
+
+        def build(recs: Sequence[Record]) -> bytes:
+            return build_record_batch(
+                recs,
+                compression=codec,  # kept even where compression does not pay, as Kafka's cleaner does
+                timestamp_type=TimestampType.LOG_APPEND_TIME if lat else TimestampType.CREATE_TIME,
+                max_timestamp=ts if lat else None,
+                partition_leader_epoch=spec.leader_epoch(recs[0].offset),
+            )
+
+        for recs, data in self._fit(records, build):
+            max_ts = ts if lat else max(r.timestamp for r in recs)
+            yield Piece(data, recs[0].offset, recs[-1].offset, max_ts, MAGIC_V2)
+
+    def _fit(self, items: Sequence[_T], build: Callable[[Sequence[_T]], bytes]) -> Iterator[tuple[Sequence[_T], bytes]]:
+        """Build one batch of ``items``; if it exceeds max.message.bytes, split it in halves."""
+        data = build(items)
+        if len(data) <= self.spec.max_message_bytes:
+            yield items, data
+            return
+        if len(items) == 1:
+            self.warnings.append(
+                f"a single record of {len(data)} bytes exceeds max.message.bytes "
+                f"({self.spec.max_message_bytes}); written alone"
+            )
+            yield items, data
+            return
+        self.split_batches += 1
+        half = len(items) // 2
+        yield from self._fit(items[:half], build)
+        yield from self._fit(items[half:], build)
+
+
+# ---------------------------------------------------------------- output
+
+
+def _fsync_write(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+class _SegmentWriter:
+    """One output segment being written as ``.cleaned`` files."""
+
+    def __init__(self, directory: Path, base_offset: int, spec: RewriteSpec) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        prefix = names.filename_prefix_from_offset(base_offset)
+        self.log_name = prefix + names.LOG_FILE_SUFFIX
+        self.index_name = prefix + names.INDEX_FILE_SUFFIX
+        self.time_index_name = prefix + names.TIME_INDEX_FILE_SUFFIX
+        self.txn_index_name = prefix + names.TXN_INDEX_FILE_SUFFIX
+        self.path = directory / (self.log_name + names.CLEANED_FILE_SUFFIX)
+        self._file: BinaryIO = open(self.path, "wb", buffering=WRITE_BUFFER_SIZE)  # noqa: SIM115
+        self._sha = hashlib.sha256()
+        self.indexes = IndexBuilder(base_offset, spec.index_interval_bytes)
+        self.out = OutputSegment(base_offset=base_offset, files=[self.log_name, self.index_name,
+                                                                  self.time_index_name])
+
+    @property
+    def size(self) -> int:
+        return self.out.size
+
+    def append(self, piece: Piece) -> None:
+        data = piece.data
+        self.indexes.append(self.out.size, len(data), piece.last_offset, piece.max_timestamp)
+        self._file.write(data)
+        self._sha.update(data)
+        n = len(data)
+        self.out.size += n
+        self.out.batches += 1
+        label = _label(piece.magic)
+        self.out.bytes_by_magic[label] = self.out.bytes_by_magic.get(label, 0) + n
+        self.out.last_offset = piece.last_offset
+
+    def discard(self) -> None:
+        self._file.close()
+        self.path.unlink()
+
+    def close(self, mtime_ns: int) -> OutputSegment:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        offset_index, time_index = self.indexes.finish()
+        index_path = self.directory / (self.index_name + names.CLEANED_FILE_SUFFIX)
+        time_path = self.directory / (self.time_index_name + names.CLEANED_FILE_SUFFIX)
+        _fsync_write(index_path, offset_index.to_bytes())
+        _fsync_write(time_path, time_index.to_bytes())
+        # Kafka falls back to the .log mtime for retention when records carry no timestamp.
+        for p in (self.path, index_path, time_path):
+            os.utime(p, ns=(mtime_ns, mtime_ns))
+        self.out.log_sha256 = self._sha.hexdigest()
+        return self.out
+
+
+class _SplittingWriter:
+    """Appends pieces to output segments, rolling as Kafka would (size, int32 offsets)."""
+
+    def __init__(self, directory: Path, base_offset: int, spec: RewriteSpec, mtime_ns: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.spec = spec
+        self.mtime_ns = mtime_ns
+        self.current: _SegmentWriter | None = None
+        self.outputs: list[OutputSegment] = []
+
+    def append(self, piece: Piece) -> None:
+        cur = self.current
+        if cur is None:
+            # The first output keeps the input's name: it replaces it in place.
+            base = self.base_offset if piece.last_offset - self.base_offset <= INT32_MAX else piece.first_offset
+            cur = self.current = _SegmentWriter(self.directory, base, self.spec)
+        elif cur.size and (
+            cur.size + len(piece.data) > self.spec.segment_bytes or piece.last_offset - cur.base_offset > INT32_MAX
+        ):
+            self.outputs.append(cur.close(self.mtime_ns))
+            cur = self.current = _SegmentWriter(self.directory, piece.first_offset, self.spec)
+        cur.append(piece)
+
+    def close(self) -> list[OutputSegment]:
+        if self.current is None:
+            # An input without batches still needs its replacement (an empty segment).
+            self.current = _SegmentWriter(self.directory, self.base_offset, self.spec)
+        self.outputs.append(self.current.close(self.mtime_ns))
+        self.current = None
+        return self.outputs
+
+    def abort(self) -> None:
+        if self.current is not None:
+            self.current.discard()
+            self.current = None
+
+
+def _write_txn_indexes(directory: Path, txn_path: Path, outputs: list[OutputSegment]) -> None:
+    """Keep the transaction index: copied as is (offsets do not change), or, when the segment
+    was split, each aborted transaction goes with the segment holding its marker."""
+    st = txn_path.stat()
+    if len(outputs) == 1:
+        name = outputs[0].files[0].replace(names.LOG_FILE_SUFFIX, names.TXN_INDEX_FILE_SUFFIX)
+        target = directory / (name + names.CLEANED_FILE_SUFFIX)
+        _fsync_write(target, txn_path.read_bytes())
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+        outputs[0].files.append(name)
+        return
+    txn = TransactionIndex.read(txn_path, strict=False)
+    bases = [o.base_offset for o in outputs]
+    per: dict[int, TransactionIndex] = {}
+    for entry in txn.entries:
+        k = max(0, bisect.bisect_right(bases, entry.last_offset) - 1)
+        per.setdefault(k, TransactionIndex(bases[k])).append(entry)
+    for k, out in enumerate(outputs):
+        if k not in per and k != 0:
+            continue
+        # The first output always gets one, so every file of the input has its replacement.
+        name = names.txn_index_file_name(out.base_offset)
+        target = directory / (name + names.CLEANED_FILE_SUFFIX)
+        _fsync_write(target, per[k].to_bytes() if k in per else b"")
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+        out.files.append(name)
+
+
+def cleaned_paths(directory: Path, outputs: list[OutputSegment]) -> list[Path]:
+    return [directory / (f + names.CLEANED_FILE_SUFFIX) for o in outputs for f in o.files]
+
+
+def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> RewriteResult:
+    """Convert one segment into ``.cleaned`` output segments next to it (all fsynced, mtimes
+    of the input restored). On any error the ``.cleaned`` files written so far are removed
+    and the error is raised: the input is never touched."""
+    log_path = Path(log_path)
+    directory = log_path.parent
+    base = names.offset_from_file_name(log_path.name)
+    st = log_path.stat()
+    converter = Converter(spec)
+    writer = _SplittingWriter(directory, base, spec, st.st_mtime_ns)
+    digester = RecordDigester()
+    by_magic: dict[str, int] = {}
+    batches = 0
+    fr = FileRecords(log_path)
+    try:
+        for b in fr.batches():
+            b.ensure_valid()
+            records = list(b.records())
+            digester.update(records)
+            batches += 1
+            label = _label(b.magic)
+            by_magic[label] = by_magic.get(label, 0) + b.size_in_bytes
+            for piece in converter.convert(b, records):
+                writer.append(piece)
+                fault_point("write-batch")
+        if fr.trailing_bytes:
+            raise TruncatedError(
+                f"{fr.trailing_bytes} trailing bytes after the last complete batch",
+                path=str(log_path),
+                position=fr.valid_bytes,
+            )
+        outputs = writer.close()
+        prefix = names.filename_prefix_from_offset(base)
+        txn_path = directory / (prefix + names.TXN_INDEX_FILE_SUFFIX)
+        if txn_path.exists():
+            _write_txn_indexes(directory, txn_path, outputs)
+    except BaseException:
+        writer.abort()
+        for o in writer.outputs:
+            for p in cleaned_paths(directory, [o]):
+                p.unlink(missing_ok=True)
+        raise
+    return RewriteResult(
+        outputs=outputs,
+        bytes_before=fr.valid_bytes,
+        bytes_by_magic_before=by_magic,
+        batches_before=batches,
+        digest_before=digester.result(),
+        split_batches=converter.split_batches,
+        warnings=converter.warnings,
+    )
+
+
+def digest_log(path: str | os.PathLike[str]) -> tuple[RecordDigest, dict[str, int]]:
+    """Digest of a segment's logical records (every batch checked), and its bytes per format."""
+    digester = RecordDigester()
+    by_magic: dict[str, int] = {}
+    fr = FileRecords(path)
+    for b in fr.batches():
+        b.ensure_valid()
+        digester.update(b.records())
+        label = _label(b.magic)
+        by_magic[label] = by_magic.get(label, 0) + b.size_in_bytes
+    if fr.trailing_bytes:
+        raise TruncatedError(f"{fr.trailing_bytes} trailing bytes", path=str(path), position=fr.valid_bytes)
+    return digester.result(), by_magic
+

@@ -1,0 +1,341 @@
+"""The phased message-format upgrade: driver API shared by the CLI and the Airflow DAG.
+
+    prepare_upgrade  -> job.json + prepare.json   (safety gates, inventory, validation, plan)
+    run_unit         -> one segment rewritten      (engine: inline or Spark, one task per unit)
+    finalize_upgrade -> RunReport                  (results, digests, corrupt segments, refusal)
+    execute_upgrade  = prepare -> hold the log dir locks -> engine -> finalize
+    rollback_run / commit_run                      (restore originals / drop backups)
+
+A re-run with the same run id resumes: the job's units are reused, done units report their
+recorded result, half-done ones are finished from their journal (see :mod:`.upgrade_unit`).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..audit.model import (
+    Finding,
+    FormatVersions,
+    RunKind,
+    RunReport,
+    UnitResult,
+    UnitStatus,
+    new_run_id,
+)
+from ..audit.store import ReportStore
+from ..engine import Progress, Unit, get_engine
+from ..formats import names
+from ..formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2
+from ..logdir import scan_log_dir
+from ..paths import default_backup_root
+from ..runs import RunDir
+from ..validate import ValidationResult, validate_segment
+from .backup import drop_backups, write_backup_manifest
+from .replace import remove_cleaned_in_range
+from .safety import Refused, check_backup_root, check_clean_shutdown, check_not_live, holding_locks
+from .upgrade_journal import JournalState, load_journal
+from .upgrade_options import UpgradeOptions
+from .upgrade_unit import rollback_unit, run_unit
+
+__all__ = [
+    "Refused",
+    "UpgradeOptions",
+    "commit_run",
+    "execute_upgrade",
+    "finalize_upgrade",
+    "prepare_upgrade",
+    "rollback_run",
+    "run_unit",
+]
+
+UNIT_KIND = "upgrade-segment"
+# Validation findings that make a segment's data unusable as input (index findings are not:
+# the rewrite rebuilds the indexes).
+CORRUPT_CODES = frozenset({"corrupt-batch", "trailing-bytes", "offset-order", "offset-beyond-segment",
+                           "record-offset"})
+# Rough per-entry growth of a conversion, for the dry-run plan (bytes).
+_GROWTH = {
+    (MAGIC_V0, MAGIC_V1): 8,  # the timestamp field
+    (MAGIC_V0, MAGIC_V2): 44,  # 61-byte batch header + record framing - v0 entry overhead
+    (MAGIC_V1, MAGIC_V2): 36,
+}
+
+
+def _unit_id(broker_id: int, dir_index: int, topic: str, partition: int, base_offset: int) -> str:
+    return f"b{broker_id}.d{dir_index}.{topic}-{partition}.{names.filename_prefix_from_offset(base_offset)}"
+
+
+def _backup_root(options: UpgradeOptions) -> str:
+    return str(Path(options.backup_root).resolve() if options.backup_root else default_backup_root())
+
+
+class _SegmentSurvey:
+    """Collects, while the validator streams a segment, its formats and an estimated growth."""
+
+    def __init__(self, target_magic: int) -> None:
+        self.target = target_magic
+        self.bytes_by_magic: dict[str, int] = {}
+        self.growth = 0
+
+    def __call__(self, b: Any) -> None:
+        label = f"v{b.magic}"
+        self.bytes_by_magic[label] = self.bytes_by_magic.get(label, 0) + b.size_in_bytes
+        if b.magic < self.target:
+            # the validator decompressed the wrapper already (deep): inner() is cached
+            count = len(b.inner()) if b.is_compressed and self.target == MAGIC_V1 else 1
+            self.growth += _GROWTH[(b.magic, self.target)] * count
+
+    @property
+    def magics(self) -> set[int]:
+        return {int(k[1:]) for k in self.bytes_by_magic}
+
+
+def _leftovers(partition_dir: Path) -> list[str]:
+    return sorted(e.name for e in os.scandir(partition_dir)
+                  if e.name.endswith((names.CLEANED_FILE_SUFFIX, names.SWAP_FILE_SUFFIX)))
+
+
+def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions,
+                    broker_id: int | None = None) -> RunDir:
+    """Safety gates (raise :class:`Refused`), inventory, validation, plan -> job.json and
+    prepare.json in the run directory. With an existing job for ``run_id``, resume it."""
+    rd = RunDir(run_id)
+    dirs = [str(Path(d).resolve()) for d in log_dirs]
+    previous = rd.read_prepare()
+    if rd.job_path.exists() and previous and not previous.get("dry_run") and not previous.get("refusal"):
+        # A re-run of the same job: same units, gates checked again.
+        check_not_live(previous["log_dirs"])
+        return rd
+    started = datetime.now().astimezone()
+    check_not_live(dirs)
+    warnings = check_clean_shutdown(dirs, force=options.force)
+    backup_root = _backup_root(options)
+    check_backup_root(backup_root, dirs)
+    target = options.target_magic
+    units: list[Unit] = []
+    skipped: list[dict[str, Any]] = []
+    corrupt: list[dict[str, Any]] = []
+    estimates: dict[str, int] = {}
+    leftovers: list[str] = []
+    for i, d in enumerate(dirs):
+        ld = scan_log_dir(d, stats=False)
+        bid = broker_id if broker_id is not None else (ld.node_id if ld.node_id is not None else -1)
+        for part in ld.partitions:
+            if part.kind != names.PartitionDirKind.LIVE.value:
+                warnings.append(f"{part.path}: {part.kind} partition directory left as it is")
+                continue
+            pdir = Path(part.path)
+            left = _leftovers(pdir)
+            if left:
+                leftovers.extend(str(pdir / n) for n in left)
+                continue
+            bases = [s.base_offset for s in part.segments]
+            for k, seg in enumerate(part.segments):
+                nxt = bases[k + 1] if k + 1 < len(bases) else None
+                log_path = pdir / seg.log_file
+                survey = _SegmentSurvey(target)
+                res, _ = validate_segment(log_path, next_base_offset=nxt, deep=True, partition=part.name,
+                                          on_batch=survey, leader_epochs=part.leader_epochs and
+                                          [tuple(e) for e in part.leader_epochs])
+                row = {"broker_id": bid, "topic": part.topic, "partition": part.partition, "unit": seg.log_file,
+                       "path": str(log_path), "bytes": seg.size, "formats": survey.bytes_by_magic}
+                bad = _corruption(res, log_path)
+                if bad is not None:
+                    corrupt.append(row | bad)
+                    continue
+                warnings.extend(str(f) for f in res.problems)
+                if not survey.magics or min(survey.magics) >= target:
+                    skipped.append(row)  # already in the target format (or empty): not rewritten
+                    continue
+                uid = _unit_id(bid, i, part.topic, part.partition, seg.base_offset)
+                estimates[uid] = seg.size + survey.growth
+                units.append(Unit(kind=UNIT_KIND, id=uid, broker_id=bid, log_dir=d, path=str(log_path),
+                                  topic=part.topic, partition=part.partition, size=seg.size,
+                                  params={"partition_dir": str(pdir), "base_offset": seg.base_offset,
+                                          "next_base_offset": nxt, "mtime_ns": seg.mtime_ns,
+                                          "formats": survey.bytes_by_magic}))
+    if leftovers:
+        raise Refused("leftover files of an interrupted segment replacement: " + ", ".join(leftovers[:5])
+                      + (" ..." if len(leftovers) > 5 else "") + "; re-run the interrupted run (same --run-id) "
+                      "or let Kafka resolve them at startup")
+    opts = options.model_dump(mode="json") | {"backup_root": backup_root, "run_id": run_id,
+                                               "run_dir": str(rd.path.resolve())}
+    rd.write_prepare({"run_id": run_id, "started_at": started.isoformat(), "log_dirs": dirs,
+                      "dry_run": options.dry_run, "warnings": warnings, "skipped": skipped, "corrupt": corrupt,
+                      "estimates": estimates, "refusal": None})
+    rd.write_job(units, opts)
+    return rd
+
+
+def _corruption(res: ValidationResult, log_path: Path) -> dict[str, Any] | None:
+    for f in res.problems:
+        if f.code in CORRUPT_CODES and Path(f.path) == log_path:
+            return {"file": f.path, "position": f.position, "message": f.message, "code": f.code}
+    return None
+
+
+def _params(options: dict[str, Any], log_dirs: list[str], engine: str | None) -> dict[str, Any]:
+    keep = ("target", "stamp_v0_with_mtime", "segment_bytes", "max_message_bytes", "index_interval_bytes",
+            "backup_root", "force", "dry_run")
+    return {k: options.get(k) for k in keep if k in options} | {"log_dirs": log_dirs, "engine": engine}
+
+
+def finalize_upgrade(run_id: str, *, engine: str | None = None) -> RunReport:
+    """Build, check and save the run report from job.json, prepare.json and results.json."""
+    rd = RunDir(run_id)
+    prep = rd.read_prepare()
+    units, opts = rd.read_job() if rd.job_path.exists() else ([], {})
+    started = datetime.fromisoformat(prep["started_at"]) if prep.get("started_at") else None
+    target = opts.get("target") or prep.get("target")
+    report = RunReport.start(RunKind.UPGRADE, _params(opts or prep.get("options", {}), prep.get("log_dirs", []),
+                                                      engine),
+                             run_id=run_id, now=started,
+                             formats=FormatVersions(target_magic={"v1": 1, "v2": 2}.get(target or "")))
+    if prep.get("refusal"):
+        report.refuse(prep["refusal"])
+    for w in prep.get("warnings", []):
+        report.warn(w)
+    dry_run = bool(prep.get("dry_run"))
+    results = {r.get("unit_id"): r for r in rd.read_results()}
+    for u in units:
+        assert u.topic is not None and u.partition is not None
+        report.plan_unit(u.broker_id, u.topic, u.partition, Path(u.path).name, u.size)
+        r = results.get(u.id)
+        if dry_run:
+            ur = UnitResult(unit=Path(u.path).name, path=u.path, status=UnitStatus.PLANNED,
+                            input_format=",".join(sorted(u.params.get("formats", {}))) or None, output_format=target,
+                            bytes_before=u.size, bytes_after=prep.get("estimates", {}).get(u.id))
+        elif r is None:
+            ur = UnitResult(unit=Path(u.path).name, path=u.path, status=UnitStatus.FAILED,
+                            errors=[Finding(message="no result for this unit (engine stopped?); re-run with the "
+                                                    "same run id to finish it")])
+        elif "unit_result" in r:
+            ur = UnitResult.model_validate(r["unit_result"])
+        else:
+            ur = UnitResult(unit=Path(u.path).name, path=u.path, status=UnitStatus.FAILED,
+                            duration_s=r.get("duration_s"),
+                            errors=[Finding(message=str(r.get("error", "unit failed")), file=u.path)])
+        report.add_unit(u.broker_id, u.topic, u.partition, ur, track_progress=not dry_run)
+    for row in prep.get("skipped", []):
+        fmt = ",".join(sorted(row["formats"])) or None
+        report.add_unit(row["broker_id"], row["topic"], row["partition"], UnitResult(
+            unit=row["unit"], path=row["path"], status=UnitStatus.SKIPPED, input_format=fmt, output_format=fmt,
+            bytes_before=row["bytes"], bytes_after=row["bytes"]), track_progress=False)
+    for row in prep.get("corrupt", []):
+        report.add_unit(row["broker_id"], row["topic"], row["partition"], UnitResult(
+            unit=row["unit"], path=row["path"], status=UnitStatus.FAILED, bytes_before=row["bytes"],
+            errors=[Finding(file=row["file"], position=row["position"], code=row["code"],
+                            message=f"corrupt segment, not rewritten: {row['message']}")]), track_progress=False)
+    if dry_run:
+        growth = sum(prep.get("estimates", {}).values()) - sum(u.size for u in units)
+        report.warn(f"dry run: {len(units)} segment(s), {sum(u.size for u in units)} bytes to rewrite, "
+                    f"expected growth about {growth} bytes; nothing changed")
+    elif opts.get("backup_root"):
+        path = write_backup_manifest(opts["backup_root"], run_id)
+        if path is not None:
+            report.warn(f"originals kept in {path.parent} until 'kmigrate commit {run_id}' "
+                        f"(or 'kmigrate rollback {run_id}')")
+    report.finish()
+    ReportStore().save(report)
+    return report
+
+
+def _refused_report(kind: RunKind, run_id: str, reason: str, params: dict[str, Any]) -> RunReport:
+    report = RunReport.start(kind, params, run_id=run_id)
+    report.refuse(reason)
+    report.finish()
+    ReportStore().save(report)
+    return report
+
+
+def execute_upgrade(log_dirs: list[str], *, options: UpgradeOptions, engine: str = "inline",
+                    run_id: str | None = None, master: str | None = None, spark: Any = None,
+                    broker_id: int | None = None, progress: Progress | None = None) -> RunReport:
+    """prepare -> hold the log dir locks -> run the units on ``engine`` -> finalize."""
+    run_id = run_id or new_run_id(RunKind.UPGRADE)
+    try:
+        rd = prepare_upgrade(log_dirs, run_id=run_id, options=options, broker_id=broker_id)
+    except Refused as exc:
+        rd = RunDir(run_id)
+        rd.write_prepare({"run_id": run_id, "started_at": datetime.now().astimezone().isoformat(),
+                          "log_dirs": [str(d) for d in log_dirs], "refusal": str(exc),
+                          "options": options.model_dump(mode="json"), "target": options.target})
+        return finalize_upgrade(run_id, engine=engine)
+    if rd.read_prepare().get("dry_run"):
+        return finalize_upgrade(run_id, engine=engine)
+    units, opts = rd.read_job()
+    dirs = rd.read_prepare()["log_dirs"]
+    try:
+        with holding_locks(dirs):
+            results = get_engine(engine, master=master, spark=spark).run(units, opts, progress)
+    except Refused as exc:
+        prep = rd.read_prepare()
+        prep["refusal"] = str(exc)
+        rd.write_prepare(prep)
+        return finalize_upgrade(run_id, engine=engine)
+    rd.write_results(results)
+    return finalize_upgrade(run_id, engine=engine)
+
+
+def rollback_run(run_id: str) -> RunReport:
+    """Restore the originals of every unit of an upgrade run (byte for byte, mtimes too) and
+    remove the segments it created."""
+    rd = RunDir(run_id)
+    report_id = new_run_id(RunKind.ROLLBACK)
+    if not rd.job_path.exists():
+        return _refused_report(RunKind.ROLLBACK, report_id, f"no upgrade job for run {run_id}",
+                               {"upgrade_run_id": run_id})
+    units, opts = rd.read_job()
+    dirs = rd.read_prepare().get("log_dirs", sorted({u.log_dir for u in units}))
+    params = {"upgrade_run_id": run_id, "log_dirs": dirs}
+    try:
+        check_not_live(dirs)
+        with holding_locks(dirs):
+            report = RunReport.start(RunKind.ROLLBACK, params, run_id=report_id)
+            for u in units:
+                r = rollback_unit(u, opts)
+                assert u.topic is not None and u.partition is not None
+                report.add_unit(u.broker_id, u.topic, u.partition, UnitResult.model_validate(r["unit_result"]))
+    except Refused as exc:
+        return _refused_report(RunKind.ROLLBACK, report_id, str(exc), params)
+    report.finish()
+    ReportStore().save(report)
+    return report
+
+
+def commit_run(run_id: str) -> RunReport:
+    """Drop the backups of a finished upgrade run (after this, no rollback)."""
+    rd = RunDir(run_id)
+    report_id = new_run_id(RunKind.COMMIT)
+    params: dict[str, Any] = {"upgrade_run_id": run_id}
+    if not rd.job_path.exists():
+        return _refused_report(RunKind.COMMIT, report_id, f"no upgrade job for run {run_id}", params)
+    units, opts = rd.read_job()
+    unfinished = []
+    for u in units:
+        j = load_journal(opts["run_dir"], u.id)
+        if j is not None and j.state in (JournalState.STARTED, JournalState.CLEANED, JournalState.ROLLING_BACK):
+            unfinished.append(f"{u.path} ({j.state.value})")
+    if unfinished:
+        return _refused_report(RunKind.COMMIT, report_id, "units still in progress, their backups are needed: "
+                               + ", ".join(unfinished[:5]) + "; re-run the upgrade or roll back first", params)
+    report = RunReport.start(RunKind.COMMIT, params | {"backup_root": opts.get("backup_root")}, run_id=report_id)
+    for u in units:
+        j = load_journal(opts["run_dir"], u.id)
+        if j is not None and j.state is JournalState.STARTED:
+            remove_cleaned_in_range(Path(u.params["partition_dir"]), u.params["base_offset"],
+                                    u.params.get("next_base_offset"))
+        assert u.topic is not None and u.partition is not None
+        report.add_unit(u.broker_id, u.topic, u.partition, UnitResult(
+            unit=Path(u.path).name, path=u.path,
+            status=UnitStatus.OK if j is not None and j.state is JournalState.DONE else UnitStatus.SKIPPED,
+            bytes_before=sum(f.size for f in j.originals) if j is not None else None))
+    freed = drop_backups(opts["backup_root"], run_id)
+    report.warn(f"backups of run {run_id} dropped ({freed} bytes freed); rollback is no longer possible")
+    report.finish()
+    ReportStore().save(report)
+    return report

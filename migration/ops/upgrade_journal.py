@@ -1,0 +1,89 @@
+"""The per-unit journal of an upgrade: ``<run dir>/journal/<unit id>.json``.
+
+It lives in the run directory, never in a log dir (Kafka refuses unknown files there), and is
+written atomically (temporary file, fsync, rename, fsync of the directory) at each step that
+a re-run must know about:
+- ``started``: originals fingerprinted and backed up; ``.cleaned`` output may be partial;
+- ``cleaned``: every output file is complete and fsynced, verified (digest), with its
+  SHA-256; from here the replace protocol may be resumed (renames only);
+- ``done``: replaced; the unit result is recorded, a re-run reports it and does nothing;
+- ``failed``: the input is corrupt or changed; nothing was replaced;
+- ``rolling-back`` / ``rolled-back``: the originals are being / have been swapped back.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ..digest import RecordDigest
+from ..formats.fileio import fsync_dir
+from .backup import BackupFile
+from .rewrite import OutputSegment
+
+JOURNAL_DIR = "journal"
+
+
+class JournalState(StrEnum):
+    STARTED = "started"
+    CLEANED = "cleaned"
+    DONE = "done"
+    FAILED = "failed"
+    ROLLING_BACK = "rolling-back"
+    ROLLED_BACK = "rolled-back"
+
+
+class UnitJournal(BaseModel):
+    unit_id: str
+    partition_dir: str
+    log_file: str
+    base_offset: int
+    state: JournalState
+    originals: list[BackupFile] = Field(default_factory=list)
+    backup_dir: str | None = None
+    outputs: list[OutputSegment] = Field(default_factory=list)
+    bytes_before: int = 0
+    bytes_by_magic_before: dict[str, int] = Field(default_factory=dict)
+    digest_before: RecordDigest | None = None
+    digest_after: RecordDigest | None = None
+    split_batches: int = 0
+    warnings: list[str] = Field(default_factory=list)
+    error: dict[str, Any] | None = None
+    unit_result: dict[str, Any] | None = None
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    updated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def original_names(self) -> list[str]:
+        return [f.name for f in self.originals]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [n for o in self.outputs for n in o.files]
+
+
+def journal_path(run_dir: str | os.PathLike[str], unit_id: str) -> Path:
+    return Path(run_dir) / JOURNAL_DIR / f"{unit_id}.json"
+
+
+def load_journal(run_dir: str | os.PathLike[str], unit_id: str) -> UnitJournal | None:
+    p = journal_path(run_dir, unit_id)
+    return UnitJournal.model_validate_json(p.read_text()) if p.exists() else None
+
+
+def save_journal(run_dir: str | os.PathLike[str], journal: UnitJournal) -> None:
+    p = journal_path(run_dir, journal.unit_id)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    journal.updated_at = datetime.now(UTC)
+    tmp = p.with_name(p.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(journal.model_dump_json(indent=1))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, p)
+    fsync_dir(p.parent)

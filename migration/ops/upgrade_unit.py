@@ -1,0 +1,300 @@
+"""One unit of the message-format upgrade: a segment rewritten and swapped in, crash-safely.
+
+Order of work (a kill at any instant leaves a log dir Kafka loads without losing a record, and
+a re-run with the same run id finishes or undoes the unit; see :mod:`.replace` and
+:mod:`.upgrade_journal`):
+  1. fingerprint and back up the segment's files (outside the log dir), journal ``started``;
+  2. rewrite into ``.cleaned`` files, fsync, verify the record digest of the output against
+     the input's, journal ``cleaned``;
+  3. Kafka's replace protocol (``.swap``, ``.deleted``, final names), journal ``done``.
+Rollback swaps the backed-up originals back in with the same protocol.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ..audit.model import Finding, OffsetRange, UnitResult, UnitStatus
+from ..digest import RecordDigest, RecordDigester
+from ..engine import Unit
+from ..formats import names
+from ..formats.checkpoint_files import LeaderEpochCheckpointFile
+from ..formats.errors import KafkaFormatError, TruncatedError
+from ..formats.file_records import FileRecords
+from ..formats.fileio import fsync_dir
+from .backup import backup_unit, link_or_copy, load_unit_backup, sha256_file, verify_backup
+from .faults import fault_point
+from .replace import new_file_states, remove_cleaned_in_range, remove_staged, replace_segments
+from .rewrite import OutputSegment, RewriteSpec, cleaned_paths, rewrite_segment
+from .upgrade_journal import JournalState, UnitJournal, load_journal, save_journal
+from .upgrade_options import UpgradeOptions
+
+
+class UnitContext:
+    """What a unit function needs, from the unit and the job options."""
+
+    def __init__(self, unit: Unit, options: dict[str, Any]) -> None:
+        self.unit = unit
+        self.options = UpgradeOptions.model_validate({k: v for k, v in options.items()
+                                                      if k in UpgradeOptions.model_fields})
+        self.run_id: str = options["run_id"]
+        self.run_dir = Path(options["run_dir"])
+        self.backup_root: str = options["backup_root"]
+        self.partition_dir = Path(unit.params["partition_dir"])
+        self.base_offset: int = unit.params["base_offset"]
+        self.next_base_offset: int | None = unit.params.get("next_base_offset")
+        self.log_name = names.log_file_name(self.base_offset)
+        self.started = time.monotonic()
+
+    def result(self, ur: UnitResult) -> dict[str, Any]:
+        u = self.unit
+        status = "ok" if ur.status in (UnitStatus.OK, UnitStatus.SKIPPED) else ur.status.value
+        return {"status": status, "broker_id": u.broker_id, "topic": u.topic, "partition": u.partition,
+                "unit_result": ur.model_dump(mode="json")}
+
+    def failed(self, message: str, *, file: str | None = None, position: int | None = None,
+               code: str | None = None) -> dict[str, Any]:
+        ur = UnitResult(unit=self.log_name, path=str(self.partition_dir / self.log_name), status=UnitStatus.FAILED,
+                        duration_s=time.monotonic() - self.started,
+                        errors=[Finding(file=file, position=position, message=message, code=code)])
+        return self.result(ur)
+
+
+def _digest_outputs(directory: Path, outputs: list[OutputSegment], *, staged: bool) -> RecordDigest:
+    """One digest over the output segments in offset order; every batch is CRC-checked."""
+    digester = RecordDigester()
+    for o in outputs:
+        path = directory / (o.files[0] + (names.CLEANED_FILE_SUFFIX if staged else ""))
+        fr = FileRecords(path)
+        for b in fr.batches():
+            b.ensure_valid()
+            digester.update(b.records())
+        if fr.trailing_bytes:
+            raise TruncatedError("output segment has trailing bytes", path=str(path), position=fr.valid_bytes)
+    return digester.result()
+
+
+def _leader_epochs(partition_dir: Path) -> list[tuple[int, int]]:
+    p = partition_dir / names.LEADER_EPOCH_CHECKPOINT_FILE
+    if not p.exists():
+        return []
+    return [(e.epoch, e.start_offset) for e in LeaderEpochCheckpointFile.read(p).entries]
+
+
+def _matches(path: Path, size: int, sha256: str) -> bool:
+    return path.exists() and path.stat().st_size == size and sha256_file(path) == sha256
+
+
+def _unit_result(ctx: UnitContext, j: UnitJournal) -> UnitResult:
+    stamping = ctx.options.stamp_v0_with_mtime
+    before, after = j.digest_before, j.digest_after
+    assert before is not None and after is not None
+    by_magic_after: dict[str, int] = {}
+    for o in j.outputs:
+        for k, v in o.bytes_by_magic.items():
+            by_magic_after[k] = by_magic_after.get(k, 0) + v
+    warnings = [Finding(message=w, code="OVERSIZED_RECORD") for w in j.warnings]
+    if len(j.outputs) > 1:
+        warnings.append(Finding(
+            file=str(ctx.partition_dir / ctx.log_name), code="SEGMENT_SPLIT",
+            message=f"split into {len(j.outputs)} segments ("
+                    + ", ".join(o.files[0] for o in j.outputs) + ") to respect segment.bytes / int32 offsets"))
+    if j.split_batches:
+        warnings.append(Finding(code="BATCH_SPLIT", message=f"{j.split_batches} converted batch(es) above "
+                                f"max.message.bytes ({ctx.options.max_message_bytes}) split"))
+    # With stamping the timestamps change on purpose: the content digest is the proof then.
+    return UnitResult(
+        unit=ctx.log_name,
+        path=str(ctx.partition_dir / ctx.log_name),
+        status=UnitStatus.OK,
+        input_format=",".join(sorted(j.bytes_by_magic_before)) or None,
+        output_format=",".join(sorted(by_magic_after)) or None,
+        format_bytes_before=j.bytes_by_magic_before,
+        format_bytes_after=by_magic_after,
+        records_before=before.records,
+        records_after=after.records,
+        bytes_before=j.bytes_before,
+        bytes_after=sum(o.size for o in j.outputs),
+        offsets=OffsetRange(first=before.first_offset, last=before.last_offset)
+        if before.first_offset is not None and before.last_offset is not None else None,
+        digest_before=before.content if stamping else before.full,
+        digest_after=after.content if stamping else after.full,
+        duration_s=time.monotonic() - ctx.started,
+        warnings=warnings,
+    )
+
+
+def _finish(ctx: UnitContext, j: UnitJournal) -> dict[str, Any]:
+    ur = _unit_result(ctx, j)
+    j.state = JournalState.DONE
+    j.unit_result = ur.model_dump(mode="json")
+    save_journal(ctx.run_dir, j)
+    return ctx.result(ur)
+
+
+def _resume_replace(ctx: UnitContext, j: UnitJournal) -> str:
+    """Bring a ``cleaned`` unit to an end state: ``finished``, ``restart`` (the staged output
+    was discarded, e.g. by Kafka's loader, and the original is intact) or ``changed``."""
+    pdir = ctx.partition_dir
+    states = new_file_states(pdir, j.output_names)
+    if any(s in ("cleaned", "swap") for s in states.values()):
+        replace_segments(pdir, [o.files for o in j.outputs], j.original_names)
+        return "finished"
+    if all(_matches(pdir / o.files[0], o.size, o.log_sha256) for o in j.outputs):
+        replace_segments(pdir, [o.files for o in j.outputs], j.original_names)  # leftover .deleted files
+        return "finished"
+    log = next(f for f in j.originals if f.name == ctx.log_name)
+    if _matches(pdir / ctx.log_name, log.size, log.sha256):
+        return "restart"
+    return "changed"
+
+
+def run_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
+    """Upgrade one segment. Idempotent: a done unit reports its recorded result again, a
+    half-done one is finished (or restarted when its staged output was discarded)."""
+    ctx = UnitContext(unit, options)
+    j = load_journal(ctx.run_dir, unit.id)
+    if j is not None and j.state is JournalState.DONE and j.unit_result is not None:
+        return ctx.result(UnitResult.model_validate(j.unit_result))
+    if j is not None and j.state in (JournalState.ROLLING_BACK, JournalState.ROLLED_BACK):
+        return ctx.failed("the unit was rolled back; start a new run to upgrade it again", code="ROLLED_BACK")
+    if j is not None and j.state is JournalState.CLEANED:
+        outcome = _resume_replace(ctx, j)
+        if outcome == "finished":
+            return _finish(ctx, j)
+        if outcome == "changed":
+            return ctx.failed("the segment changed since this run started; nothing replaced",
+                              file=str(ctx.partition_dir / ctx.log_name), code="SEGMENT_CHANGED")
+    return _fresh(ctx, j)
+
+
+def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
+    pdir = ctx.partition_dir
+    opts = ctx.options
+    # Output of an interrupted attempt (Kafka would delete it at startup too).
+    remove_cleaned_in_range(pdir, ctx.base_offset, ctx.next_base_offset)
+    log = pdir / ctx.log_name
+    if not log.exists():
+        return ctx.failed("segment file is missing", file=str(log), code="SEGMENT_MISSING")
+    prefix = names.filename_prefix_from_offset(ctx.base_offset)
+    files = [prefix + s for s in names.SEGMENT_FILE_SUFFIXES if (pdir / (prefix + s)).exists()]
+    ub = backup_unit(ctx.backup_root, ctx.run_id, ctx.unit.id, pdir, files)
+    original_log = next(f for f in ub.files if f.name == ctx.log_name)
+    if previous is not None and not _matches(log, original_log.size, original_log.sha256):
+        return ctx.failed("the segment changed since its backup; nothing replaced", file=str(log),
+                          code="SEGMENT_CHANGED")
+    fault_point("backup")
+    j = UnitJournal(unit_id=ctx.unit.id, partition_dir=str(pdir), log_file=ctx.log_name,
+                    base_offset=ctx.base_offset, state=JournalState.STARTED, originals=ub.files,
+                    backup_dir=ub.backup_dir)
+    save_journal(ctx.run_dir, j)
+    spec = RewriteSpec(
+        target_magic=opts.target_magic,
+        segment_bytes=opts.segment_bytes,
+        max_message_bytes=opts.max_message_bytes,
+        index_interval_bytes=opts.index_interval_bytes,
+        stamp_v0_ms=original_log.mtime_ns // 1_000_000 if opts.stamp_v0_with_mtime else None,
+        leader_epochs=_leader_epochs(pdir) if opts.target_magic == 2 else (),
+    )
+    rr = None
+    try:
+        rr = rewrite_segment(log, spec)  # removes its own partial output when it fails
+        after = _digest_outputs(pdir, rr.outputs, staged=True)
+    except KafkaFormatError as exc:
+        for p in cleaned_paths(pdir, rr.outputs if rr is not None else []):
+            p.unlink(missing_ok=True)
+        j.state = JournalState.FAILED
+        j.error = exc.to_dict()
+        save_journal(ctx.run_dir, j)
+        return ctx.failed(f"corrupt input, segment not rewritten: {exc.message}", file=exc.path or str(log),
+                          position=exc.position, code="CORRUPT_SEGMENT")
+    if not after.matches(rr.digest_before, timestamps=not opts.stamp_v0_with_mtime):
+        remove_staged(pdir, [n for o in rr.outputs for n in o.files])
+        j.state = JournalState.FAILED
+        j.error = {"message": "record digest of the rewritten segment differs from the original"}
+        save_journal(ctx.run_dir, j)
+        return ctx.failed("record digest of the rewritten segment differs from the original; nothing replaced",
+                          file=str(log), code="DIGEST_MISMATCH")
+    fault_point("cleaned")
+    j.state = JournalState.CLEANED
+    j.outputs = rr.outputs
+    j.bytes_before = rr.bytes_before
+    j.bytes_by_magic_before = rr.bytes_by_magic_before
+    j.digest_before = rr.digest_before
+    j.digest_after = after
+    j.split_batches = rr.split_batches
+    j.warnings = rr.warnings
+    save_journal(ctx.run_dir, j)
+    fault_point("journal-cleaned")
+    replace_segments(pdir, [o.files for o in rr.outputs], j.original_names)
+    fault_point("replaced")
+    return _finish(ctx, j)
+
+
+# ---------------------------------------------------------------- rollback
+
+
+def _stage_originals(ctx: UnitContext, j: UnitJournal) -> None:
+    pdir = ctx.partition_dir
+    assert j.backup_dir is not None
+    for f in j.originals:
+        dst = pdir / (f.name + names.CLEANED_FILE_SUFFIX)
+        dst.unlink(missing_ok=True)
+        link_or_copy(Path(j.backup_dir) / f.name, dst)
+        os.utime(dst, ns=(f.mtime_ns, f.mtime_ns))
+    fsync_dir(pdir)
+
+
+def rollback_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
+    """Swap the originals of an upgraded segment back in (byte for byte, mtimes included) and
+    remove every segment the upgrade created for it. Idempotent and resumable."""
+    ctx = UnitContext(unit, options)
+    pdir = ctx.partition_dir
+    j = load_journal(ctx.run_dir, unit.id)
+    skipped = UnitResult(unit=ctx.log_name, path=str(pdir / ctx.log_name), status=UnitStatus.SKIPPED)
+    if j is None:
+        return ctx.result(skipped)
+    if j.state in (JournalState.STARTED, JournalState.FAILED):
+        remove_cleaned_in_range(pdir, ctx.base_offset, ctx.next_base_offset)
+        j.state = JournalState.ROLLED_BACK
+        save_journal(ctx.run_dir, j)
+        return ctx.result(skipped)
+    if j.state is JournalState.CLEANED:
+        outcome = _resume_replace(ctx, j)
+        if outcome == "restart":  # never replaced: the original is in place
+            remove_staged(pdir, j.output_names)
+            j.state = JournalState.ROLLED_BACK
+            save_journal(ctx.run_dir, j)
+            return ctx.result(skipped)
+        if outcome == "changed":
+            return ctx.failed("the segment changed since the upgrade; not rolled back", code="SEGMENT_CHANGED")
+        j.state = JournalState.DONE
+    if j.state is JournalState.DONE:
+        ub = load_unit_backup(ctx.backup_root, ctx.run_id, unit.id)
+        problems = verify_backup(ub) if ub is not None else ["no backup manifest"]
+        if problems:
+            return ctx.failed("backup unusable: " + "; ".join(problems), code="BACKUP_INVALID")
+        _stage_originals(ctx, j)
+        j.state = JournalState.ROLLING_BACK
+        save_journal(ctx.run_dir, j)
+        fault_point("rollback-staged")
+    if j.state is JournalState.ROLLING_BACK:
+        states = new_file_states(pdir, j.original_names)
+        log = next(f for f in j.originals if f.name == ctx.log_name)
+        if not any(s in ("cleaned", "swap") for s in states.values()) and not _matches(
+                pdir / ctx.log_name, log.size, log.sha256):
+            _stage_originals(ctx, j)  # Kafka's loader discarded the staged originals
+        replace_segments(pdir, [j.original_names], j.output_names)
+        for f in j.originals:
+            os.utime(pdir / f.name, ns=(f.mtime_ns, f.mtime_ns))
+        j.state = JournalState.ROLLED_BACK
+        save_journal(ctx.run_dir, j)
+    ur = UnitResult(unit=ctx.log_name, path=str(pdir / ctx.log_name), status=UnitStatus.OK,
+                    bytes_before=sum(o.size for o in j.outputs), bytes_after=j.bytes_before,
+                    input_format=",".join(sorted({k for o in j.outputs for k in o.bytes_by_magic})) or None,
+                    output_format=",".join(sorted(j.bytes_by_magic_before)) or None,
+                    duration_s=time.monotonic() - ctx.started)
+    return ctx.result(ur)
