@@ -1,0 +1,95 @@
+"""``kmigrate upgrade`` / ``rollback`` / ``commit``: the message-format upgrade from the shell.
+
+Exit codes: 0 ok, 1 a unit failed or a digest differs, 2 usage error, 3 refused (a live
+broker, an unclean shutdown without --force, leftovers of an interrupted run).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+console = Console()
+
+
+class Target(StrEnum):
+    V1 = "v1"
+    V2 = "v2"
+
+
+class EngineName(StrEnum):
+    SPARK = "spark"
+    INLINE = "inline"
+
+
+def _show(report: Any) -> None:
+    from ..audit.store import ReportStore
+    from ..audit.text import print_summary
+
+    print_summary(report, console)
+    for w in report.warnings:
+        console.print(f"note: {w.message}", highlight=False, soft_wrap=True)
+    console.print(f"report: {ReportStore().json_path(report.run_id)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(report.exit_code())
+
+
+def upgrade(
+    log_dirs: Annotated[list[Path], typer.Argument(help="Broker log dirs (stopped broker).", exists=True,
+                                                   file_okay=False)],
+    to: Annotated[Target, typer.Option("--to", help="Target message format.")],
+    engine: Annotated[EngineName, typer.Option(help="Where units run.")] = EngineName.SPARK,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan only: units, bytes, expected growth.")] = False,
+    backup_root: Annotated[Path | None, typer.Option(help="Where originals are kept (outside every log dir).")
+                           ] = None,
+    stamp_v0_with_mtime: Annotated[bool, typer.Option(
+        "--stamp-v0-with-mtime", help="Give v0 messages the segment mtime as LogAppendTime (default: -1).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Proceed after an unclean shutdown.")] = False,
+    master: Annotated[str | None, typer.Option(help="Spark master (default local).")] = None,
+    run_id: Annotated[str | None, typer.Option(help="Run id; an existing one resumes that run.")] = None,
+    segment_bytes: Annotated[int, typer.Option(help="segment.bytes: split rewritten segments above it.")
+                             ] = 1 << 30,
+    max_message_bytes: Annotated[int, typer.Option(help="max.message.bytes: split larger converted batches.")
+                                 ] = 1048588,
+) -> None:
+    """Upgrade segments to message format v1 or v2, crash-safely, with backups and proof."""
+    from ..ops.upgrade import UpgradeOptions, execute_upgrade
+
+    options = UpgradeOptions(target=to.value, stamp_v0_with_mtime=stamp_v0_with_mtime, force=force,
+                             dry_run=dry_run, backup_root=str(backup_root) if backup_root else None,
+                             segment_bytes=segment_bytes, max_message_bytes=max_message_bytes)
+    with Progress(TextColumn("[bold]upgrade"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task("segments", total=None)
+
+        def progress(done: int, total: int, result: dict[str, Any]) -> None:
+            bar.update(task, completed=done, total=total)
+
+        report = execute_upgrade([str(d) for d in log_dirs], options=options, engine=engine.value,
+                                 run_id=run_id, master=master if engine is EngineName.SPARK else None,
+                                 progress=progress)
+    _show(report)
+
+
+def rollback(run_id: Annotated[str, typer.Argument(help="The upgrade run to undo.")]) -> None:
+    """Restore the originals of an upgrade run (byte for byte, mtimes too)."""
+    from ..ops.upgrade import rollback_run
+
+    _show(rollback_run(run_id))
+
+
+def commit(run_id: Annotated[str, typer.Argument(help="The upgrade run to make final.")]) -> None:
+    """Drop the backups of an upgrade run (no rollback afterwards)."""
+    from ..ops.upgrade import commit_run
+
+    _show(commit_run(run_id))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(upgrade)
+    app.command()(rollback)
+    app.command()(commit)
