@@ -1,0 +1,21 @@
+"""Run an inline upgrade in this process (the crash test kills it with KMIGRATE_FAULT_AT).
+
+    python crash_job.py RUN_ID TARGET SEGMENT_BYTES LOGDIR...
+"""
+
+from __future__ import annotations
+
+import sys
+
+from migration.ops.upgrade import UpgradeOptions, execute_upgrade
+
+
+def main(argv: list[str]) -> int:
+    run_id, target, segment_bytes, *log_dirs = argv
+    report = execute_upgrade(log_dirs, options=UpgradeOptions(target=target, segment_bytes=int(segment_bytes)),
+                             engine="inline", run_id=run_id)
+    return report.exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
