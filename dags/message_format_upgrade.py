@@ -145,7 +145,10 @@ with DAG(
     def report() -> dict:
         ctx = get_current_context()
         r = rollout.final_report(_plan(), ctx["dag"].dag_id, _run_id())
-        return {"run_id": r.run_id, "exit_code": r.exit_code(), "status": str(r.status)}
+        summary = {"run_id": r.run_id, "exit_code": r.exit_code(), "status": str(r.status)}
+        if r.exit_code() != 0:  # the leaf decides the DAG run's state
+            raise RuntimeError(f"upgrade report is not clean: {summary}")
+        return summary
 
     planned = plan()
     pre = preflight()

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
+import json
 import os
+import struct
 from collections import Counter
 from pathlib import Path
 
@@ -167,29 +170,51 @@ class Inventory(BaseModel):
 
 
 _HELD_LOCKS: dict[str, int] = {}
+_FLOCK = struct.Struct("hhqqi4x")  # struct flock on Linux: type, whence, start, len, pid
 
 
-def is_locked(log_dir: str | os.PathLike[str]) -> bool:
-    """True when another process holds the log dir's ``.lock`` (a live broker)."""
+def _holders_dir() -> Path:
+    from .paths import out_dir
+
+    return out_dir() / "state" / "locks"
+
+
+def _holder_file(lock: Path) -> Path:
+    return _holders_dir() / (hashlib.sha1(str(lock.resolve()).encode()).hexdigest() + ".json")
+
+
+def lock_holder_pid(log_dir: str | os.PathLike[str]) -> int | None:
+    """The pid of the process holding the log dir's ``.lock`` (F_GETLK), or None if free."""
     lock = Path(log_dir) / names.LOCK_FILE
-    if str(lock.resolve()) in _HELD_LOCKS:
-        return False  # our own lock; closing another descriptor would drop it
     try:
         fd = os.open(lock, os.O_RDONLY)
     except FileNotFoundError:
-        return False
+        return None
     try:
-        # A shared test lock conflicts with the broker's exclusive lock and needs no write access.
-        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EACCES, errno.EAGAIN):
-            return True
-        raise
-    else:
-        fcntl.lockf(fd, fcntl.LOCK_UN)
-        return False
+        res = fcntl.fcntl(fd, fcntl.F_GETLK, _FLOCK.pack(fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0))
     finally:
         os.close(fd)
+    l_type, _, _, _, pid = _FLOCK.unpack(res)
+    return None if l_type == fcntl.F_UNLCK else pid
+
+
+def is_locked(log_dir: str | os.PathLike[str]) -> bool:
+    """True when a process other than this tool holds the log dir's ``.lock`` (a live broker).
+
+    A migration job holds the lock itself while it works (so no broker starts meanwhile) and
+    records its pid outside the log dir; its Spark executors, other processes, must see that
+    lock as their own job's, not as a broker's."""
+    lock = Path(log_dir) / names.LOCK_FILE
+    if str(lock.resolve()) in _HELD_LOCKS:
+        return False  # ours: closing another descriptor of the file would drop it
+    pid = lock_holder_pid(log_dir)
+    if pid is None:
+        return False
+    holder = _holder_file(lock)
+    try:
+        return json.loads(holder.read_text()).get("pid") != pid
+    except (FileNotFoundError, ValueError):
+        return True
 
 
 class LogDirLock:
@@ -215,15 +240,24 @@ class LogDirLock:
         except OSError as exc:
             os.close(fd)
             if exc.errno in (errno.EACCES, errno.EAGAIN):
+                if not is_locked(self.path.parent):
+                    # Held by the migration job this process works for (a Spark executor
+                    # under its driver): the dir is protected; share that holder.
+                    self._shared = True
+                    return True
                 return False
             raise
         self._fd = fd
         _HELD_LOCKS[str(self.path.resolve())] = fd
+        holder = _holder_file(self.path)
+        holder.parent.mkdir(parents=True, exist_ok=True)
+        holder.write_text(json.dumps({"pid": os.getpid(), "lock": str(self.path.resolve())}))
         return True
 
     def release(self) -> None:
         if self._fd is not None:
             _HELD_LOCKS.pop(str(self.path.resolve()), None)
+            _holder_file(self.path).unlink(missing_ok=True)
             fcntl.lockf(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

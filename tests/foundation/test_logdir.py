@@ -117,3 +117,37 @@ def test_our_own_lock_keeps_a_broker_out(tmp_path):
                 print("refused")
         """)], capture_output=True, text=True, check=True)
         assert out.stdout.strip() == "refused"
+
+
+def test_a_lock_held_by_our_own_job_is_not_a_live_broker_for_its_executors(tmp_path, monkeypatch):
+    """The Spark job driver holds the lock; executors (other processes) must not refuse."""
+    monkeypatch.setenv("KMIGRATE_OUT", str(tmp_path / "out"))
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    job = _hold([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from migration.logdir import LogDirLock
+        lock = LogDirLock({str(logdir)!r})
+        assert lock.acquire()
+        print("locked", flush=True)
+        time.sleep(60)
+    """)])
+    try:
+        from migration.logdir import lock_holder_pid
+
+        assert lock_holder_pid(logdir) == job.pid
+        assert not is_locked(logdir)  # our job's lock
+        executor_side = LogDirLock(logdir)
+        assert executor_side.acquire() and executor_side._shared  # shared with its job's holder
+        executor_side.release()
+        assert lock_holder_pid(logdir) == job.pid  # releasing a shared hold keeps the job's lock
+    finally:
+        job.kill()
+        job.wait()
+    # a foreign holder that reuses nothing of ours is live
+    other = _hold([sys.executable, "-c", HOLD_LOCK_PY, str(logdir / ".lock")])
+    try:
+        assert is_locked(logdir)
+    finally:
+        other.kill()
+        other.wait()

@@ -1,0 +1,65 @@
+"""bootstrap.checkpoint -> zero checkpoint unification (KIP-1170), with KRaft snapshot
+validation (KIP-630): preflight -> unify (Spark) -> verify -> report.
+All logic lives in migration.orchestration.unify_flow; this file is wiring."""
+
+from __future__ import annotations
+
+import pendulum
+from _kmigrate_common import DEFAULT_ARGS, default_cluster, spark_job
+from airflow.sdk import DAG, Param, get_current_context, task
+
+from migration.orchestration import unify_flow as flow
+
+with DAG(
+    dag_id="zero_checkpoint_unification",
+    description="Move bootstrap.checkpoint's records into the zero checkpoint of every controller",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    default_args=DEFAULT_ARGS,
+    max_active_runs=1,
+    tags=["kafka", "migration", "kraft", "kip-1170", "kip-630"],
+    params={
+        "cluster": Param(default_cluster() or "{{ var.value.get('kmigrate_cluster', '') }}", type="string",
+                         description="Path of the cluster description (YAML or JSON)"),
+        "controllers": Param([], type="array", items={"type": "integer"},
+                             description="Controller node ids (empty: every controller)"),
+        "dry_run": Param(True, type="boolean", description="Detect and plan only; change nothing"),
+    },
+) as dag:
+
+    def _params() -> dict:
+        return dict(get_current_context()["params"])
+
+    def _run_id() -> str:
+        return get_current_context()["dag_run"].run_id
+
+    @task
+    def preflight() -> list[dict]:
+        return flow.preflight_step(_params(), _run_id())
+
+    @task
+    def prepare() -> list[str]:
+        return flow.prepare_step(_params(), _run_id())
+
+    @task
+    def finalize() -> dict:
+        return flow.finalize_step(_run_id())
+
+    @task
+    def verify() -> dict:
+        return flow.verify_step(_params(), _run_id())
+
+    @task(trigger_rule="all_done")
+    def report() -> dict:
+        from migration.audit.store import ReportStore
+
+        r = ReportStore().load(flow.unify_run_id(_run_id()))
+        summary = {"run_id": r.run_id, "exit_code": r.exit_code(), "status": str(r.status)}
+        if r.exit_code() != 0:  # the leaf decides the DAG run's state
+            raise RuntimeError(f"unification report is not clean: {summary}")
+        return summary
+
+    args = prepare()
+    unify = spark_job("unify", application_args=args)
+    preflight() >> args >> unify >> finalize() >> verify() >> report()

@@ -1,0 +1,96 @@
+"""bootstrap.checkpoint -> zero checkpoint unification (KIP-1170) as DAG steps:
+preflight (state of every controller) -> unify (Spark, one unit per metadata log dir)
+-> verify (decode the new zero checkpoints and compare record digests) -> report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..runs import RunDir
+from .common import load_cluster, run_id_for
+
+STATES_BEFORE = "states-before.json"
+
+
+def metadata_dirs(params: dict[str, Any]) -> dict[int, str]:
+    """Controller id -> metadata log dir, for the controllers the params select (default all)."""
+    desc = load_cluster(params.get("cluster"))
+    wanted = {int(c) for c in params.get("controllers") or []}
+    dirs = {}
+    for node in desc.controllers:
+        if wanted and node.id not in wanted:
+            continue
+        d = node.metadata_log_dir or (node.log_dirs[0] if node.log_dirs else None)
+        if d is None:
+            raise ValueError(f"controller {node.id} has no metadata_log_dir in the cluster description")
+        dirs[node.id] = d
+    missing = wanted - set(dirs)
+    if missing:
+        raise ValueError(f"controllers {sorted(missing)} are not in the cluster description")
+    return dirs
+
+
+def unify_run_id(dag_run_id: str) -> str:
+    return run_id_for(dag_run_id, "unify")
+
+
+def preflight_step(params: dict[str, Any], dag_run_id: str) -> list[dict[str, Any]]:
+    """Detect each controller's state (cases 1-5); keep it for verification."""
+    from ..ops.unify import detect_state
+
+    states = [detect_state(d).model_dump(mode="json") for d in metadata_dirs(params).values()]
+    RunDir(unify_run_id(dag_run_id)).write(STATES_BEFORE, states)
+    return [{"log_dir": s["log_dir"], "case": s["case"], "description": s["description"],
+             "metadata_version": s["metadata_version"], "errors": [e["message"] for e in s["errors"]]}
+            for s in states]
+
+
+def prepare_step(params: dict[str, Any], dag_run_id: str) -> list[str]:
+    from ..ops.unify import UnifyOptions, prepare_unify
+
+    dirs = list(metadata_dirs(params).values())
+    dry_run = bool(params.get("dry_run", True))
+    rd = prepare_unify(dirs, run_id=unify_run_id(dag_run_id), options=UnifyOptions(dry_run=dry_run))
+    units, options = rd.read_job()
+    options["lock_log_dirs"] = [] if dry_run else dirs
+    rd.write_job(units, options)
+    return ["--job", str(rd.job_path), "--results", str(rd.results_path)]
+
+
+def finalize_step(dag_run_id: str) -> dict[str, Any]:
+    from ..ops.unify import finalize_unify
+
+    report = finalize_unify(unify_run_id(dag_run_id))
+    summary = {"run_id": report.run_id, "exit_code": report.exit_code(), "units": report.totals.units,
+               "failed": report.totals.units_failed}
+    if report.exit_code() != 0:
+        raise RuntimeError(f"unification finished with exit code {report.exit_code()}: {summary}")
+    return summary
+
+
+def verify_step(params: dict[str, Any], dag_run_id: str) -> dict[str, Any]:
+    """Decode every unified zero checkpoint and compare its records with what the bootstrap
+    file (or the untouched zero checkpoint) held before."""
+    from ..ops.unify import verify_unified
+
+    if params.get("dry_run", True):
+        return {"verified": False, "reason": "dry run: nothing was changed"}
+    states = RunDir(unify_run_id(dag_run_id)).read(STATES_BEFORE)
+    problems: dict[str, list[str]] = {}
+    for s in states:
+        case = s["case"]
+        if case in (1, 2):
+            expected = s["bootstrap"]["digest"]
+        elif case in (3, 4):
+            expected = s["zero_checkpoint"]["digest"]
+        elif case == 5:
+            expected = None
+        else:
+            problems[s["log_dir"]] = [f"state before was an error: {[e['message'] for e in s['errors']]}"]
+            continue
+        found = verify_unified(s["log_dir"], expected)
+        if found:
+            problems[s["log_dir"]] = found
+    if problems:
+        raise RuntimeError(f"verification failed: {problems}")
+    return {"verified": True, "dirs": [s["log_dir"] for s in states]}
