@@ -1,0 +1,418 @@
+"""tier-prepare against a moto S3 server over HTTP: layout, snapshots, idempotence, crashes, secrets."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatch
+
+from migration.audit.model import UnitStatus
+from migration.formats import names
+from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
+from migration.formats.kafka_uuid import Uuid, uuid_from_name
+from migration.formats.producer_snapshot import ProducerSnapshot
+from migration.ops.tiered import JSONL_NAME, TierOptions, execute_tier
+
+from .conftest import FAKE_SECRET_KEY
+
+EMPTY = bytes.fromhex("0001 4867 4BC7 0000 0000")
+V2_PARTITIONS = ["events-v2-0", "events-v2-1", "payments-idempotent-0"]
+PREFIX = "tiered/"
+
+
+def _options(s3, sample, **kw) -> TierOptions:
+    values = dict(bucket=s3.bucket, endpoint_url=s3.endpoint, prefix=PREFIX, part_size=4096, multipart_threshold=16384,
+                  metadata_log_dirs=[str(sample.controller_dir)],
+                  compacted_topics=list(sample.description.compacted_topics), connect_timeout=2, read_timeout=10,
+                  max_attempts=2)
+    values.update(kw)
+    return TierOptions(**values)
+
+
+def _pdir(sample, name: str) -> Path:
+    for d in sample.log_dirs:
+        if (d / name).is_dir():
+            return d / name
+    raise KeyError(name)
+
+
+def _bases(pdir: Path) -> list[int]:
+    return sorted(names.offset_from_file_name(p.name) for p in pdir.glob("*.log"))
+
+
+def _objects(s3) -> dict[str, dict]:
+    out = {}
+    for page in s3.client().get_paginator("list_objects_v2").paginate(Bucket=s3.bucket):
+        for o in page.get("Contents", []):
+            out[o["Key"]] = o
+    return out
+
+
+def _get(s3, key: str) -> bytes:
+    return s3.client().get_object(Bucket=s3.bucket, Key=key)["Body"].read()
+
+
+def _stem(sample, pdir: Path, base: int) -> str:
+    topic, partition = pdir.name.rsplit("-", 1)
+    topic_id = sample.topic_ids[topic]
+    sha = hashlib.sha256((pdir / names.log_file_name(base)).read_bytes()).hexdigest()
+    seg = uuid_from_name(Uuid.from_string(topic_id), f"{partition}/{base}/{sha}")
+    return f"{PREFIX}{topic}-{topic_id}/{partition}/{base:020d}-{seg.to_string()}"
+
+
+def _kafka_python_batches(log: Path):
+    """Independent reader: split by the length field, parse with kafka-python."""
+    data = log.read_bytes()
+    pos = 0
+    while pos + 17 <= len(data):
+        (length,) = struct.unpack_from(">i", data, pos + 8)
+        end = pos + 12 + length
+        if data[pos + 16] == 2:
+            yield DefaultRecordBatch(data[pos:end])
+        pos = end
+
+
+def _independent_state(pdir: Path, upto: int) -> set[tuple]:
+    """Producer state at ``upto`` computed from kafka-python's view of the batches."""
+    state: dict[int, dict] = {}
+    for base in _bases(pdir):
+        if base >= upto:
+            break
+        for b in _kafka_python_batches(pdir / names.log_file_name(base)):
+            if b.producer_id < 0:
+                continue
+            s = state.setdefault(b.producer_id, {"epoch": -1, "batch": None, "ts": -1, "coord": -1, "txn": -1})
+            if s["epoch"] != b.producer_epoch:
+                s["epoch"], s["batch"] = b.producer_epoch, None
+            if b.is_control_batch:
+                rec = next(iter(b))
+                ctype = struct.unpack_from(">h", rec.key, 2)[0]
+                assert ctype in (0, 1)
+                s["coord"] = struct.unpack_from(">i", rec.value, 2)[0]
+                s["ts"] = rec.timestamp
+                s["txn"] = -1
+                continue
+            last_seq = (b.base_sequence + b.last_offset_delta) % (1 << 31) if b.base_sequence >= 0 else -1
+            s["batch"] = (last_seq, b.base_offset + b.last_offset_delta, b.last_offset_delta)
+            s["ts"] = b.max_timestamp
+            if b.is_transactional and s["txn"] < 0:
+                s["txn"] = b.base_offset
+    out = set()
+    for pid, s in state.items():
+        seq, last, delta = s["batch"] or (-1, -1, 0)
+        out.add((pid, s["epoch"], seq, last, delta, s["ts"], s["coord"], s["txn"]))
+    return out
+
+
+# ------------------------------------------------------------------------------------ tests
+
+
+def test_layout_manifest_and_indexes_object_by_object(sample_cluster, s3):
+    report = execute_tier(sample_cluster.log_dirs, options=_options(s3, sample_cluster))
+    objects = _objects(s3)
+    seen: set[str] = set()
+    multipart = 0
+    for name in V2_PARTITIONS:
+        pdir = _pdir(sample_cluster, name)
+        bases = _bases(pdir)
+        node_id = int(next(line.split("=")[1] for line in (pdir.parent / "meta.properties").read_text().splitlines()
+                           if line.startswith("node.id")))
+        epochs = LeaderEpochCheckpointFile.read(pdir / "leader-epoch-checkpoint").entries
+        assert len(bases) >= 3
+        for base, nxt in zip(bases, bases[1:], strict=False):
+            stem = _stem(sample_cluster, pdir, base)
+            for suffix in (".log", ".indexes", ".rsm-manifest"):
+                assert stem + suffix in objects, f"missing {stem}{suffix}"
+                seen.add(stem + suffix)
+            prefix = pdir / names.filename_prefix_from_offset(base)
+            log_bytes = Path(str(prefix) + ".log").read_bytes()
+            assert _get(s3, stem + ".log") == log_bytes
+            if objects[stem + ".log"]["ETag"].strip('"').endswith(f"-{-(-len(log_bytes) // 4096)}"):
+                multipart += 1
+            manifest = json.loads(_get(s3, stem + ".rsm-manifest"))
+            assert manifest["version"] == "1" and manifest["compression"] is False
+            ci = manifest["chunkIndex"]
+            assert ci["originalFileSize"] == len(log_bytes) and ci["type"] == "fixed"
+            assert set(ci) >= {"originalChunkSize", "transformedChunkSize", "finalTransformedChunkSize"}
+            blob = _get(s3, stem + ".indexes")
+            idx = manifest["segmentIndexes"]
+
+            def piece(k, idx=idx, blob=blob):
+                return blob[idx[k]["position"]: idx[k]["position"] + idx[k]["size"]]
+
+            assert piece("offset") == Path(str(prefix) + ".index").read_bytes()
+            assert piece("timestamp") == Path(str(prefix) + ".timeindex").read_bytes()
+            assert piece("producerSnapshot") == (pdir / names.producer_snapshot_file_name(nxt)).read_bytes()
+            expected_epochs = [e for e in epochs if e.start_offset < nxt]
+            assert piece("leaderEpoch") == (f"0\n{len(expected_epochs)}\n" + "".join(
+                f"{e.epoch} {e.start_offset}\n" for e in expected_epochs)).encode()
+            txn = Path(str(prefix) + ".txnindex")
+            if txn.exists():
+                assert piece("transaction") == txn.read_bytes()
+            else:
+                assert idx["transaction"] is None
+            total = sum(v["size"] for v in idx.values() if v)
+            assert total == len(blob)
+            meta = manifest["remoteLogSegmentMetadata"]
+            topic, partition = name.rsplit("-", 1)
+            sid = meta["remoteLogSegmentId"]
+            assert sid["topicIdPartition"] == {"topicId": sample_cluster.topic_ids[topic],
+                                               "topicPartition": {"topic": topic, "partition": int(partition)}}
+            assert stem.endswith("-" + sid["id"]) and len(sid["id"]) == 22 and "=" not in sid["id"]
+            assert base64.urlsafe_b64decode(sid["id"] + "==") and meta["brokerId"] == node_id
+            assert (meta["startOffset"], meta["endOffset"]) == (base, nxt - 1)
+            assert meta["segmentSizeInBytes"] == len(log_bytes)
+            assert meta["segmentLeaderEpochs"] and min(meta["segmentLeaderEpochs"].values()) == base
+            max_ts = max(b.max_timestamp for b in _kafka_python_batches(Path(str(prefix) + ".log")))
+            assert meta["maxTimestampMs"] == max_ts
+        # The active segment is never uploaded.
+        topic, partition = name.rsplit("-", 1)
+        assert not [k for k in objects if f"/{partition}/{bases[-1]:020d}-" in k and f"{topic}-" in k]
+    assert multipart > 0, "no segment went through a multipart upload"
+    # Nothing else was staged: the legacy partitions have no leader epochs, compacted is skipped.
+    assert set(objects) == seen
+    uploads = s3.client().list_multipart_uploads(Bucket=s3.bucket).get("Uploads", [])
+    assert uploads == []
+    # The JSONL holds one COPY_SEGMENT_FINISHED record per staged segment.
+    from migration.paths import runs_dir
+
+    lines = [json.loads(x) for x in (runs_dir() / report.run_id / JSONL_NAME).read_text().splitlines()]
+    assert len(lines) == len(seen) // 3
+    assert {x["record"]["RemoteLogSegmentState"] for x in lines} == {1}
+
+
+def test_snapshots_empty_rebuilt_and_existing(sample_cluster, s3):
+    pay = _pdir(sample_cluster, "payments-idempotent-0")
+    pay_bases = _bases(pay)
+    # An existing snapshot at a boundary must be left alone, whatever it says.
+    existing = pay / names.producer_snapshot_file_name(pay_bases[1])
+    existing_bytes = ProducerSnapshot([(4242, 3, 9, pay_bases[1] - 1, 0, 1, -1, -1)]).to_bytes()
+    existing.write_bytes(existing_bytes)
+    os.utime(existing, ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
+    events = _pdir(sample_cluster, "events-v2-0")
+    leo_snapshot = sorted(events.glob("*.snapshot"))
+    leo_before = [(p, p.read_bytes(), p.stat().st_mtime_ns) for p in leo_snapshot]
+
+    report = execute_tier(sample_cluster.log_dirs, options=_options(s3, sample_cluster, snapshots_only=True))
+    assert not _objects(s3), "snapshots-only uploaded something"
+
+    assert existing.read_bytes() == existing_bytes
+    assert existing.stat().st_mtime_ns == 1_500_000_000_000_000_000
+    for p, data, mtime in leo_before:
+        assert p.read_bytes() == data and p.stat().st_mtime_ns == mtime
+    # v2 without producer ids and v0/v1 data: the 10-byte empty snapshot at every boundary.
+    for name in ("events-v2-0", "events-v2-1", "legacy-v0-0", "clicks-v1-0", "orders-upgraded-0"):
+        pdir = _pdir(sample_cluster, name)
+        for n in _bases(pdir)[1:]:
+            assert (pdir / names.producer_snapshot_file_name(n)).read_bytes() == EMPTY, (name, n)
+    # The idempotent/transactional partition: state rebuilt, equal to an independent replay.
+    rebuilt = [n for n in pay_bases[1:] if n != pay_bases[1]]
+    assert rebuilt
+    for n in rebuilt:
+        snap = ProducerSnapshot.read(pay / names.producer_snapshot_file_name(n))
+        assert len(snap) > 0
+        assert {tuple(e) for e in snap.entries} == _independent_state(pay, n)
+    # No snapshot at an offset that is not a segment base offset was created.
+    for d in sample_cluster.log_dirs:
+        for p in d.glob("*/*.snapshot"):
+            off = names.offset_from_file_name(p.name)
+            assert off in _bases(p.parent) or off > _bases(p.parent)[-1]
+        assert not list(d.glob("*/*.tmp"))
+    # No topic id anywhere: not ready, nothing written there.
+    audit = _pdir(sample_cluster, "audit-lat-0")
+    assert not list(audit.glob("*.snapshot"))
+    bad = [(t, p, u) for _, t, p, u in report.iter_units() if t == "audit-lat"]
+    assert len(bad) == 1 and bad[0][2].status is UnitStatus.FAILED and bad[0][2].errors[0].code == "NO_TOPIC_ID"
+    assert report.exit_code() == 1
+
+
+def test_cli_exit_code_not_ready_and_no_secret_anywhere(sample_cluster, s3, caplog):
+    import logging
+
+    from typer.testing import CliRunner
+
+    from migration.cli import app
+
+    caplog.set_level(logging.DEBUG)
+    args = ["tier-prepare", *map(str, sample_cluster.log_dirs), "--bucket", s3.bucket, "--endpoint-url", s3.endpoint,
+            "--prefix", PREFIX, "--cluster", str(sample_cluster.description_path), "--part-size", "4096",
+            "--multipart-threshold", "16384"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 1, res.output
+    assert "audit-lat-0" in res.output and "no topic id" in res.output
+    # Only the topic without an id or epochs failed: the v2 partitions are staged.
+    assert len(_objects(s3)) > 0
+    # The secret is nowhere: output, logs, run dir, reports.
+    assert FAKE_SECRET_KEY not in res.output
+    assert FAKE_SECRET_KEY not in caplog.text
+    files = [p for p in s3.out.rglob("*") if p.is_file()]
+    assert any(p.name == "report.json" for p in files) and any(p.name == JSONL_NAME for p in files)
+    for p in files:
+        assert FAKE_SECRET_KEY.encode() not in p.read_bytes(), p
+    report = json.loads(next(p for p in files if p.name == "report.json").read_text())
+    assert report["params"]["endpoint_url"] == s3.endpoint and report["params"]["bucket"] == s3.bucket
+    # Settings never dump credentials, even when they hold them (Airflow connections).
+    from migration.ops.s3 import S3Settings
+
+    st = S3Settings(endpoint_url=s3.endpoint, access_key_id="AKIAX", secret_access_key=FAKE_SECRET_KEY)
+    assert FAKE_SECRET_KEY not in st.model_dump_json() + repr(st) + str(st.model_dump())
+
+
+def test_rerun_uploads_nothing(sample_cluster, s3):
+    opts = _options(s3, sample_cluster)
+    execute_tier(sample_cluster.log_dirs, options=opts, only_partitions=V2_PARTITIONS)
+    before = {k: (o["ETag"], o["LastModified"]) for k, o in _objects(s3).items()}
+    assert before
+    report = execute_tier(sample_cluster.log_dirs, options=opts, only_partitions=V2_PARTITIONS)
+    assert report.exit_code() == 0
+    after = {k: (o["ETag"], o["LastModified"]) for k, o in _objects(s3).items()}
+    assert after == before
+    from migration.paths import runs_dir
+
+    results = json.loads((runs_dir() / report.run_id / "results.json").read_text())["results"]
+    for r in results:
+        assert not {"PutObject", "UploadPart", "CreateMultipartUpload", "DeleteObjects"} & set(r["requests"]), r
+    segs = [u for *_, u in report.iter_units() if u.unit.endswith(".log")]
+    assert segs and all(u.status is UnitStatus.SKIPPED for u in segs)
+
+
+def _assert_consistent(s3) -> None:
+    """Every staged segment complete, no multipart upload left, no orphan of any kind."""
+    by_stem: dict[str, set[str]] = {}
+    for k in _objects(s3):
+        stem, suffix = k.rsplit(".", 1)
+        by_stem.setdefault(stem, set()).add(suffix)
+    assert by_stem
+    for stem, suffixes in by_stem.items():
+        assert suffixes == {"log", "indexes", "rsm-manifest"}, (stem, suffixes)
+    assert s3.client().list_multipart_uploads(Bucket=s3.bucket).get("Uploads", []) == []
+
+
+def test_server_killed_mid_upload_then_restarted(sample_cluster, s3, monkeypatch):
+    from migration.ops import s3 as s3_hook
+
+    original = s3_hook.S3Hook._count
+    calls = {"UploadPart": 0}
+
+    def count(self, op):
+        if op == "UploadPart":
+            calls["UploadPart"] += 1
+            if calls["UploadPart"] == 5:
+                s3.server.kill()  # mid multipart upload: the next part never arrives
+        return original(self, op)
+
+    monkeypatch.setattr(s3_hook.S3Hook, "_count", count)
+    opts = _options(s3, sample_cluster, connect_timeout=1, read_timeout=2, max_attempts=1)
+    first = execute_tier(sample_cluster.log_dirs, options=opts, only_partitions=V2_PARTITIONS)
+    assert first.exit_code() == 1
+    assert any(u.status is UnitStatus.FAILED for *_, u in first.iter_units())
+    monkeypatch.setattr(s3_hook.S3Hook, "_count", original)
+    s3.server.restart()  # moto's state is in memory: the restarted server is empty
+    s3.create_bucket()
+    second = execute_tier(sample_cluster.log_dirs, options=opts, only_partitions=V2_PARTITIONS)
+    assert second.exit_code() == 0, [u.errors for *_, u in second.problem_units()]
+    _assert_consistent(s3)
+    expected = sum(len(_bases(_pdir(sample_cluster, n))) - 1 for n in V2_PARTITIONS)
+    assert len(_objects(s3)) == 3 * expected
+
+
+CRASHING_RUN = textwrap.dedent("""
+    import json, os, sys
+    from migration.ops import s3 as hook
+    from migration.ops.tiered import TierOptions, execute_tier
+    crash_on, crash_at = sys.argv[1], int(sys.argv[2])
+    seen = {"n": 0}
+    original = hook.S3Hook._count
+    def count(self, op):
+        if op == crash_on:
+            seen["n"] += 1
+            if seen["n"] == crash_at:
+                os._exit(9)  # the client dies: no abort, no cleanup
+        return original(self, op)
+    hook.S3Hook._count = count
+    opts = TierOptions.model_validate_json(sys.argv[3])
+    execute_tier(json.loads(sys.argv[4]), options=opts, only_partitions=json.loads(sys.argv[5]))
+""")
+
+
+@pytest.mark.parametrize("crash_on,crash_at", [("UploadPart", 4), ("PutObject", 2)])
+def test_client_crash_leaves_partial_state_rerun_cleans_up_and_completes(sample_cluster, s3, crash_on, crash_at):
+    """A crash mid multipart upload leaves an incomplete upload; one between objects leaves a
+    data object without manifest. A re-run aborts/removes them (or verifies and reuses its own)."""
+    opts = _options(s3, sample_cluster)
+    dirs = [str(d) for d in sample_cluster.log_dirs]
+    proc = subprocess.run([sys.executable, "-c", CRASHING_RUN, crash_on, str(crash_at), opts.model_dump_json(),
+                           json.dumps(dirs), json.dumps(["payments-idempotent-0"])], capture_output=True, text=True,
+                          env={**os.environ}, timeout=120)
+    assert proc.returncode == 9, proc.stderr
+    objects = _objects(s3)
+    uploads = s3.client().list_multipart_uploads(Bucket=s3.bucket).get("Uploads", [])
+    manifests = [k for k in objects if k.endswith(".rsm-manifest")]
+    data = [k for k in objects if not k.endswith(".rsm-manifest")]
+    # The crash really left something behind that is not a complete segment.
+    assert uploads or len(data) > 2 * len(manifests)
+    # A foreign orphan (another segment uuid, no manifest) and a stale upload under the prefix.
+    pay = _pdir(sample_cluster, "payments-idempotent-0")
+    part_prefix = _stem(sample_cluster, pay, 0).rsplit("/", 1)[0] + "/"
+    foreign = part_prefix + "00000000000000000000-AAAAAAAAAAAAAAAAAAAAZA.log"
+    s3.client().put_object(Bucket=s3.bucket, Key=foreign, Body=b"stale")
+    s3.client().create_multipart_upload(Bucket=s3.bucket, Key=part_prefix + "00000000000000000000-x.log")
+
+    report = execute_tier(sample_cluster.log_dirs, options=opts, only_partitions=["payments-idempotent-0"])
+    assert report.exit_code() == 0, [u.errors for *_, u in report.problem_units()]
+    _assert_consistent(s3)
+    assert foreign not in _objects(s3)
+    bases = _bases(pay)
+    for base in bases[:-1]:
+        assert _get(s3, _stem(sample_cluster, pay, base) + ".log") == (pay / names.log_file_name(base)).read_bytes()
+    codes = {f.code for *_, u in report.iter_units() for f in u.warnings}
+    assert "ORPHAN_REMOVED" in codes and "STALE_MULTIPART" in codes
+
+
+def test_refused_when_a_live_broker_holds_the_lock(sample_cluster, s3):
+    from typer.testing import CliRunner
+
+    from migration.cli import app
+
+    lock = sample_cluster.log_dirs[0] / ".lock"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.lockf(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(60)\n")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = sorted(p.name for d in sample_cluster.log_dirs for p in d.glob("*/*.snapshot"))
+        res = CliRunner().invoke(app, ["tier-prepare", *map(str, sample_cluster.log_dirs), "--bucket", s3.bucket,
+                                       "--endpoint-url", s3.endpoint])
+        assert res.exit_code == 3, res.output
+        assert sorted(p.name for d in sample_cluster.log_dirs for p in d.glob("*/*.snapshot")) == before
+        assert not _objects(s3)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.slow
+def test_spark_engine(sample_cluster, s3, spark):
+    opts = _options(s3, sample_cluster)
+    report = execute_tier(sample_cluster.log_dirs, options=opts, engine="spark", spark=spark,
+                          only_partitions=["events-v2-1", "payments-idempotent-0"])
+    assert report.exit_code() == 0, [u.errors for *_, u in report.problem_units()]
+    _assert_consistent(s3)
+    pay = _pdir(sample_cluster, "payments-idempotent-0")
+    bases = _bases(pay)
+    for base in bases[:-1]:
+        assert _stem(sample_cluster, pay, base) + ".rsm-manifest" in _objects(s3)
+    for n in bases[1:]:
+        assert {tuple(e) for e in ProducerSnapshot.read(pay / names.producer_snapshot_file_name(n)).entries} == \
+            _independent_state(pay, n)
