@@ -59,7 +59,7 @@ from ..runs import RunDir
 from ..validate import validate_segment
 from . import tier_layout as layout
 from .producer_state import ProducerStateError, SnapshotAction, ensure_segment_snapshots
-from .s3 import DEFAULT_PART_SIZE, LAYOUT_METADATA_KEY, S3Hook, S3Settings, file_sha256
+from .s3 import DEFAULT_PART_SIZE, LAYOUT_METADATA_KEY, ChecksumMismatch, S3Hook, S3Settings, file_sha256
 from .safety import Refused, check_not_live, holding_locks
 from .tier_metadata import read_metadata_image
 
@@ -333,9 +333,7 @@ def _stage_segment(hook: S3Hook | None, ctx: _StageContext, plan: _SegmentPlan, 
     written: list[str] = []
     try:
         log_key = stem + layout.LOG_SUFFIX
-        if hook.matches(log_key, size=plan.size, sha256=log_sha):
-            hook.verify(log_key, size=plan.size, sha256=log_sha, part_size=opts.part_size)  # resume: trust, verify
-        else:
+        if not _reusable(hook, log_key, plan.size, log_sha, opts.part_size):
             written.append(log_key)
             hook.upload_file(log_key, pdir / names.log_file_name(plan.base), sha256=log_sha, part_size=opts.part_size,
                              multipart_threshold=opts.multipart_threshold, metadata=meta)
@@ -353,6 +351,19 @@ def _stage_segment(hook: S3Hook | None, ctx: _StageContext, plan: _SegmentPlan, 
             log.warning("cleanup of %s failed: %s", stem, exc)
         raise
     return UnitStatus.OK, _record(manifest, txn), []
+
+
+def _reusable(hook: S3Hook, key: str, size: int, sha256: str, part_size: int) -> bool:
+    """A data object left by an interrupted run of this very segment: reuse it only after
+    reading it back in full (its metadata claims the right SHA-256; the bytes must agree)."""
+    if not hook.matches(key, size=size, sha256=sha256):
+        return False
+    try:
+        hook.verify(key, size=size, sha256=sha256, part_size=part_size)
+    except ChecksumMismatch as exc:
+        log.warning("not reusing %s: %s", key, exc)
+        return False
+    return True
 
 
 def _sha256(data: bytes) -> str:

@@ -416,3 +416,38 @@ def test_spark_engine(sample_cluster, s3, spark):
     for n in bases[1:]:
         assert {tuple(e) for e in ProducerSnapshot.read(pay / names.producer_snapshot_file_name(n)).entries} == \
             _independent_state(pay, n)
+
+
+def test_verify_reads_back_and_catches_a_changed_object(s3, tmp_path):
+    from migration.ops.s3 import ChecksumMismatch, S3Hook, S3Settings, file_sha256
+
+    hook = S3Hook(S3Settings(endpoint_url=s3.endpoint), s3.bucket)
+    src = tmp_path / "seg.log"
+    src.write_bytes(os.urandom(10_000))
+    obj = hook.upload_file("k.log", src, sha256=file_sha256(src), part_size=4096, multipart_threshold=4096)
+    assert len(obj.parts) == 3 and hook.requests["UploadPart"] == 3
+    assert _get(s3, "k.log") == src.read_bytes()
+    # Same size, same claimed SHA-256 in the metadata, different bytes: the read-back catches it.
+    s3.client().put_object(Bucket=s3.bucket, Key="k.log", Body=os.urandom(10_000),
+                           Metadata={"kmigrate-sha256": obj.sha256})
+    assert hook.matches("k.log", size=10_000, sha256=obj.sha256)
+    with pytest.raises(ChecksumMismatch):
+        hook.verify("k.log", size=10_000, sha256=obj.sha256, parts=obj.parts)
+    # A file that changes under the upload is refused and nothing is left behind.
+    with pytest.raises(ChecksumMismatch):
+        hook.upload_file("other.log", src, sha256="0" * 64, part_size=4096, multipart_threshold=4096)
+    assert "other.log" not in _objects(s3)
+    assert s3.client().list_multipart_uploads(Bucket=s3.bucket).get("Uploads", []) == []
+
+
+def test_settings_from_airflow_connection_keep_the_secret_out_of_dumps(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_KMIGRATE_S3", json.dumps({
+        "conn_type": "aws", "login": "AKIAFROMAIRFLOW", "password": FAKE_SECRET_KEY,
+        "extra": {"endpoint_url": "http://127.0.0.1:9", "region_name": "eu-west-1", "addressing_style": "virtual"}}))
+    from migration.ops.s3 import s3_settings_from_airflow_connection
+
+    st = s3_settings_from_airflow_connection("kmigrate_s3")
+    assert st.endpoint_url == "http://127.0.0.1:9" and st.region == "eu-west-1" and st.path_style is False
+    assert st.secret_access_key is not None and st.secret_access_key.get_secret_value() == FAKE_SECRET_KEY
+    assert FAKE_SECRET_KEY not in st.model_dump_json() + repr(st)
+    assert st.aws_conn_id == "kmigrate_s3"
