@@ -31,6 +31,7 @@ import os
 import random
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -536,14 +537,31 @@ def run_unit(unit: Unit, options: dict[str, Any] | UnifyOptions) -> dict[str, An
     if opts.dry_run:
         state = detect_state(log_dir)
         return _planned(state, started)
+    with _holding_lock(log_dir) as held:
+        if not held:
+            state = detect_state(log_dir)
+            msg = f"{log_dir}: the log dir lock was taken by another process; nothing changed"
+            return _result(state, _unit_result(state, UnitStatus.REFUSED, duration=time.monotonic() - started,
+                                               errors=[Finding(message=msg, file=str(log_dir))]), error=msg)
+        return _unify_locked(log_dir, opts, started)
+
+
+@contextlib.contextmanager
+def _holding_lock(log_dir: Path) -> Iterator[bool]:
+    """Hold the log dir's ``.lock`` while working, unless this process already does (a job
+    runner holding it for its units): POSIX record locks belong to the process, so a second
+    descriptor's release would drop the runner's lock too."""
+    from ..logdir import _HELD_LOCKS
+
+    if str((log_dir / names.LOCK_FILE).resolve()) in _HELD_LOCKS:
+        yield True
+        return
     lock = LogDirLock(log_dir)
     if not lock.acquire():
-        state = detect_state(log_dir)
-        msg = f"{log_dir}: the log dir lock was taken by another process; nothing changed"
-        return _result(state, _unit_result(state, UnitStatus.REFUSED, duration=time.monotonic() - started,
-                                           errors=[Finding(message=msg, file=str(log_dir))]), error=msg)
+        yield False
+        return
     try:
-        return _unify_locked(log_dir, opts, started)
+        yield True
     finally:
         lock.release()
 
@@ -603,6 +621,11 @@ def _unify_locked(log_dir: Path, opts: UnifyOptions, started: float) -> dict[str
             kept = _backup_file(zero_path, backup / names.METADATA_PARTITION_DIR / names.ZERO_CHECKPOINT_FILE)
             actions.append(f"kept the previous zero checkpoint as {kept}")
             _fault("zero-backed-up")
+        if not mdir.is_dir():
+            # A static quorum that never started has no metadata partition yet; kafka-storage
+            # format (KIP-1170) creates it with the zero checkpoint.
+            _mkdirs(mdir)
+            actions.append(f"created {mdir}")
         _write_zero(mdir, data)
         actions.append(f"wrote {zero_path} ({len(data)} bytes)")
         written = zero_path.read_bytes()
@@ -701,7 +724,10 @@ def _run_stray(unit: Unit, opts: UnifyOptions) -> dict[str, Any]:
     if is_locked(d):
         return done(UnitStatus.REFUSED, errors=[Finding(message="a live broker holds the log dir lock",
                                                         file=str(d))])
-    with LogDirLock(d):
+    with _holding_lock(d) as held:
+        if not held:
+            return done(UnitStatus.REFUSED, errors=[Finding(message="the log dir lock was taken by another process",
+                                                            file=str(d))])
         kept = _retire(d / names.BOOTSTRAP_CHECKPOINT_FILE,
                        _backup_dir(opts.resolved_backup_root(), d, s.node_id) / names.BOOTSTRAP_CHECKPOINT_FILE)
     base["actions"] = [f"retired stray bootstrap.checkpoint to {kept}"]
