@@ -275,3 +275,35 @@ def test_verify_unified_detects_wrong_records(tmp_path, kraft, mv):
     d2 = kraft.make_metadata_dir(tmp_path / "ctl2", zero=expected)
     assert verify_unified(d, detect_state(d2).zero_checkpoint.digest)
     assert verify_unified(d, st.zero_checkpoint.digest) == []
+
+
+def test_case2_before_first_start_creates_the_metadata_partition(tmp_path, kraft):
+    """A static-quorum controller formatted but never started has no __cluster_metadata-0 yet."""
+    import shutil
+
+    values, _ = kraft.bootstrap_values()
+    d = kraft.make_metadata_dir(tmp_path / "ctl", boot=kraft.bootstrap(values))
+    shutil.rmtree(d / kraft.METADATA_DIR)
+    assert detect_state(d).case == 2
+    assert execute_unify([d], options=_opts(tmp_path)).exit_code() == 0
+    _assert_unified(d, kraft, values, [])
+
+
+def test_run_unit_inside_a_job_holding_the_lock(tmp_path, kraft):
+    """jobs/run_units.py holds the log dirs' locks around the engine; run_unit in that same
+    process must work and must not drop the job's lock when it finishes."""
+    from migration.engine import Unit
+    from migration.logdir import is_locked
+    from migration.ops.safety import holding_locks
+
+    values, _ = kraft.bootstrap_values()
+    d = kraft.make_metadata_dir(tmp_path / "ctl", boot=kraft.bootstrap(values))
+    probe = "import sys; from migration.logdir import is_locked; print(is_locked(sys.argv[1]))"
+    options = {**_opts(tmp_path).model_dump(), "lock_log_dirs": [str(d)]}  # the DAG adds this key
+    with holding_locks([d]):
+        r = run_unit(Unit(kind="unify-metadata-dir", id="u", log_dir=str(d), path=str(d)), options)
+        assert r["status"] == "ok", r
+        seen = subprocess.run([sys.executable, "-c", probe, str(d)], capture_output=True, text=True,
+                              env={**__import__("os").environ, "KMIGRATE_OUT": str(tmp_path / "elsewhere")})
+        assert seen.stdout.strip() == "True", seen.stderr  # another process still sees the dir locked
+    assert not is_locked(d)
