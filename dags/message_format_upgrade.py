@@ -9,10 +9,10 @@ All logic lives in migration.orchestration.upgrade_rollout; this file is wiring.
 from __future__ import annotations
 
 import pendulum
-from _kmigrate_common import DEFAULT_ARGS, default_cluster, spark_job
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, get_current_context, task, task_group
 from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSkipException
+from kmigrate_operators import DEFAULT_ARGS, MigrationSparkJobOperator, default_cluster
 
 from migration.orchestration import upgrade_rollout as rollout
 from migration.orchestration.common import spark_job_args
@@ -27,7 +27,7 @@ with DAG(
     max_active_runs=1,
     tags=["kafka", "migration", "kip-32", "kip-724"],
     params={
-        "cluster": Param(default_cluster() or "{{ var.value.get('kmigrate_cluster', '') }}", type="string",
+        "cluster": Param(default_cluster(), type="string",
                          description="Path of the cluster description (YAML or JSON)"),
         "target_format": Param("v2", enum=["v1", "v2"], description="v1 (KIP-32) or v2 (Kafka 4)"),
         "canary_broker": Param(1, type="integer", description="Broker upgraded first, alone"),
@@ -63,7 +63,7 @@ with DAG(
             return rollout.check_preflight_step(_plan(), _run_id())
 
         args = prepare()
-        validate = spark_job("validate", application_args=args)
+        validate = MigrationSparkJobOperator(task_id="validate", application_args=args)
         args >> validate >> check()
 
     @task_group(group_id="canary")
@@ -79,7 +79,7 @@ with DAG(
             return rollout.finalize_broker(p, p.canary, _run_id())
 
         args = prepare()
-        upgrade = spark_job("upgrade", application_args=args)
+        upgrade = MigrationSparkJobOperator(task_id="upgrade", application_args=args)
         args >> upgrade >> finalize()
 
     @task(task_id="verify_canary")
@@ -135,7 +135,7 @@ with DAG(
             return rollout.rollback_broker(_plan(), broker_id, _run_id())
 
         args = prepare(broker_id)
-        upgrade = spark_job("upgrade", application_args=args, max_active_tis_per_dagrun=1)
+        upgrade = MigrationSparkJobOperator(task_id="upgrade", application_args=args, max_active_tis_per_dagrun=1)
         fin = finalize(broker_id)
         ver = verify(broker_id)
         args >> upgrade >> fin >> ver

@@ -5,8 +5,8 @@ All logic lives in migration.orchestration.unify_flow; this file is wiring."""
 from __future__ import annotations
 
 import pendulum
-from _kmigrate_common import DEFAULT_ARGS, default_cluster, spark_job
 from airflow.sdk import DAG, Param, get_current_context, task
+from kmigrate_operators import DEFAULT_ARGS, MigrationSparkJobOperator, default_cluster
 
 from migration.orchestration import unify_flow as flow
 
@@ -20,7 +20,7 @@ with DAG(
     max_active_runs=1,
     tags=["kafka", "migration", "kraft", "kip-1170", "kip-630"],
     params={
-        "cluster": Param(default_cluster() or "{{ var.value.get('kmigrate_cluster', '') }}", type="string",
+        "cluster": Param(default_cluster(), type="string",
                          description="Path of the cluster description (YAML or JSON)"),
         "controllers": Param([], type="array", items={"type": "integer"},
                              description="Controller node ids (empty: every controller)"),
@@ -61,5 +61,5 @@ with DAG(
         return summary
 
     args = prepare()
-    unify = spark_job("unify", application_args=args)
+    unify = MigrationSparkJobOperator(task_id="unify", application_args=args)
     preflight() >> args >> unify >> finalize() >> verify() >> report()

@@ -51,9 +51,12 @@ def project_root() -> Path:
 
 
 def default_report_root() -> Path:
-    """``$KMIGRATE_REPORT_ROOT``, else ``<project root>/out/reports``."""
+    """``$KMIGRATE_REPORT_ROOT``, else ``<out dir>/reports`` (``$KMIGRATE_OUT``, else
+    ``<project root>/out``)."""
+    from migration.paths import out_dir
+
     env = os.environ.get(ENV_REPORT_ROOT)
-    return Path(env) if env else project_root() / "out" / "reports"
+    return Path(env) if env else out_dir() / "reports"
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -85,13 +85,15 @@ class _LeaseRaceError(Exception):
 
 
 def default_store_url() -> str:
-    """``$KMIGRATE_SESSIONS_URL`` if set, else SQLite at ``<project root>/out/state/sessions.sqlite``
-    with the project root from ``$KMIGRATE_PROJECT_ROOT`` or the current directory."""
+    """``$KMIGRATE_SESSIONS_URL`` if set, else SQLite at ``<out dir>/state/sessions.sqlite``
+    (``$KMIGRATE_OUT``, else ``<project root>/out``, the root from ``$KMIGRATE_PROJECT_ROOT``
+    or the current directory)."""
+    from migration.paths import out_dir
+
     configured = os.environ.get(STORE_URL_ENV)
     if configured:
         return configured
-    root = Path(os.environ.get(PROJECT_ROOT_ENV) or os.getcwd())
-    return f"sqlite:///{(root / DEFAULT_STATE_SUBDIR / DEFAULT_DB_NAME).resolve()}"
+    return f"sqlite:///{(out_dir() / 'state' / DEFAULT_DB_NAME).resolve()}"
 
 
 def _utc_now() -> datetime:
