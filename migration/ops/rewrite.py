@@ -235,24 +235,22 @@ class _SegmentWriter:
         self._file: BinaryIO = open(self.path, "wb", buffering=WRITE_BUFFER_SIZE)  # noqa: SIM115
         self._sha = hashlib.sha256()
         self.indexes = IndexBuilder(base_offset, spec.index_interval_bytes)
-        self.out = OutputSegment(base_offset=base_offset, files=[self.log_name, self.index_name,
-                                                                  self.time_index_name])
-
-    @property
-    def size(self) -> int:
-        return self.out.size
+        # Plain counters on the hot path; the pydantic document is filled in at close.
+        self.size = 0
+        self.batches = 0
+        self.bytes_by_magic = [0, 0, 0]
+        self.last_offset: int | None = None
 
     def append(self, piece: Piece) -> None:
         data = piece.data
-        self.indexes.append(self.out.size, len(data), piece.last_offset, piece.max_timestamp)
+        n = len(data)
+        self.indexes.append(self.size, n, piece.last_offset, piece.max_timestamp)
         self._file.write(data)
         self._sha.update(data)
-        n = len(data)
-        self.out.size += n
-        self.out.batches += 1
-        label = _label(piece.magic)
-        self.out.bytes_by_magic[label] = self.out.bytes_by_magic.get(label, 0) + n
-        self.out.last_offset = piece.last_offset
+        self.size += n
+        self.batches += 1
+        self.bytes_by_magic[piece.magic] += n
+        self.last_offset = piece.last_offset
 
     def discard(self) -> None:
         self._file.close()
@@ -270,8 +268,15 @@ class _SegmentWriter:
         # Kafka falls back to the .log mtime for retention when records carry no timestamp.
         for p in (self.path, index_path, time_path):
             os.utime(p, ns=(mtime_ns, mtime_ns))
-        self.out.log_sha256 = self._sha.hexdigest()
-        return self.out
+        return OutputSegment(
+            base_offset=self.base_offset,
+            files=[self.log_name, self.index_name, self.time_index_name],
+            size=self.size,
+            batches=self.batches,
+            bytes_by_magic={_label(m): n for m, n in enumerate(self.bytes_by_magic) if n},
+            last_offset=self.last_offset,
+            log_sha256=self._sha.hexdigest(),
+        )
 
 
 class _SplittingWriter:
