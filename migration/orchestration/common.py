@@ -67,7 +67,7 @@ def merge_reports(kind: RunKind | str, run_ids: list[str], *, run_id: str, param
         try:
             r = store.load(rid)
         except ReportNotFound:
-            merged.error(f"no report for step {rid}: the step did not run")
+            merged.error(f"no report for step {rid}: the step failed before writing one, or did not run")
             continue
         if r.started_at < merged.started_at:
             merged.started_at = r.started_at

@@ -79,9 +79,14 @@ def session_info(plan: RunPlan) -> SessionInfo:
                        dirty=len(plan.selected), deferred=len(plan.deferred), clean=len(plan.clean))
 
 
-def finish_incremental(run_id: str, report: RunReport | None, *, store: SessionStore | None = None) -> dict:
+def finish_incremental(run_id: str, report: RunReport | None, *, store: SessionStore | None = None,
+                       settled_codes: frozenset[str] = frozenset()) -> dict:
     """Commit the run's outcomes (from its report) to the session; without a report the run
-    is abandoned: the lease is released and nothing is recorded, so all stays dirty."""
+    is abandoned: the lease is released and nothing is recorded, so all stays dirty.
+
+    A partition whose only findings carry one of ``settled_codes`` (a verdict that only a
+    change of its files can alter, such as "no topic id") counts as done: it becomes dirty
+    again when its files change, not on every run."""
     plan = load_plan(run_id)
     if plan is None:
         return {"committed": False, "reason": "no session plan"}
@@ -94,7 +99,9 @@ def finish_incremental(run_id: str, report: RunReport | None, *, store: SessionS
     for b in report.brokers:
         for p in b.partitions:
             for u in p.units:
-                status.setdefault((p.topic, p.partition), []).append(u.status)
+                codes = {f.code for f in [*u.errors, *u.warnings]}
+                settled = bool(codes) and codes <= settled_codes
+                status.setdefault((p.topic, p.partition), []).append(UnitStatus.OK if settled else u.status)
                 if u.errors:
                     reasons[(p.topic, p.partition)] = u.errors[0].message
     outcomes: dict = {}
@@ -108,7 +115,14 @@ def finish_incremental(run_id: str, report: RunReport | None, *, store: SessionS
             outcomes[sel.key] = Outcome.ok()
         else:
             outcomes[sel.key] = Outcome.skipped("planned only (dry run)")
-    store.finish_run(plan, outcomes)
+    # What this run saw includes what it changed itself (snapshot files it added, say).
+    seen_after = {}
+    for sel in plan.selected:
+        if outcomes[sel.key].status == "ok":
+            pdir = Path(sel.log_dir) / f"{sel.topic}-{sel.partition}"
+            if pdir.is_dir():
+                seen_after[sel.key] = fingerprint_partition_dir(pdir, log_dir=sel.log_dir)
+    store.finish_run(plan, outcomes, seen_after)
     if plan.session_id is not None:
         _belief_path(plan.name, plan.broker_id).write_text(json.dumps({"epoch": plan.epoch,
                                                                        "session_id": plan.session_id}))

@@ -75,7 +75,7 @@ def check_preflight_step(plan: RolloutPlan, dag_run_id: str) -> dict[str, Any]:
     report = finalize_preflight(run_id_for(dag_run_id, "preflight"), params=plan.model_dump(mode="json"))
     if report.refusal:
         raise Refused(report.refusal)
-    problems = [u.path for u in report.iter_units() if u.status is UnitStatus.FAILED]
+    problems = [u.path for u in report.iter_results() if u.status is UnitStatus.FAILED]
     return {"partitions": report.totals.units, "with_problems": problems}
 
 
@@ -108,7 +108,7 @@ def verify_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[st
     """Validate the upgraded log dirs and check every unit's record digests matched."""
     rd = RunDir(broker_run_id(dag_run_id, broker_id))
     report = ReportStore().load(rd.run_id)
-    mismatched = [u.path for u in report.iter_units() if u.digest_mismatch]
+    mismatched = [u.path for u in report.iter_results() if u.digest_mismatch]
     res = validate_paths(plan.log_dirs[broker_id])
     problems = [str(f) for f in res.problems]
     rd.write(VERIFY_MARKER, {"ok": not (mismatched or problems), "digest_mismatches": mismatched,
@@ -155,7 +155,8 @@ def rollout_gate(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> tuple[st
 
 
 def final_report(plan: RolloutPlan, dag_id: str, dag_run_id: str) -> RunReport:
-    steps = [broker_run_id(dag_run_id, b) for b in [plan.canary, *plan.rest]
-             if RunDir(broker_run_id(dag_run_id, b)).prepare_path.exists()]
+    """Every broker of the rollout must have a report; a missing one (failed before finishing,
+    or never reached because the rollout stopped) is an error of the DAG run."""
+    steps = [broker_run_id(dag_run_id, b) for b in [plan.canary, *plan.rest]]
     return merge_reports(RunKind.UPGRADE, steps, run_id=run_id_for(dag_run_id), params=plan.model_dump(mode="json"),
                          dag_id=dag_id, dag_run_id=dag_run_id)

@@ -266,10 +266,18 @@ class SessionStore:
             removed=selection.removed,
         )
 
-    def finish_run(self, plan: RunPlan, outcomes: Mapping[PartitionKey, Outcome]) -> None:
+    def finish_run(
+        self,
+        plan: RunPlan,
+        outcomes: Mapping[PartitionKey, Outcome],
+        seen_after: Mapping[PartitionKey, PartitionFingerprint] | None = None,
+    ) -> None:
         """Commit a run: record outcomes, store the fingerprint of every ok partition as seen,
         move served partitions to the end of the rotation, bump the epoch, release the lease.
 
+        ``seen_after`` holds fingerprints taken after the run's own changes (a run that adds
+        snapshot files must not find its partitions dirty next time because of them); ok
+        partitions without one keep the fingerprint taken when the run was planned.
         Selected partitions without an outcome count as skipped. Outcomes for partitions that
         were not selected are a caller error.
         """
@@ -280,13 +288,18 @@ class SessionStore:
         now_ms = _ms(self._clock())
         try:
             with self._engine.begin() as conn:
-                self._commit_run(conn, plan, outcomes, now_ms)
+                self._commit_run(conn, plan, outcomes, now_ms, seen_after or {})
         except StaleRunError:
             self.abandon_run(plan)  # free our lease if we still hold it; the state stays as it was
             raise
 
     def _commit_run(
-        self, conn: Connection, plan: RunPlan, outcomes: Mapping[PartitionKey, Outcome], now_ms: int
+        self,
+        conn: Connection,
+        plan: RunPlan,
+        outcomes: Mapping[PartitionKey, Outcome],
+        now_ms: int,
+        seen_after: Mapping[PartitionKey, PartitionFingerprint],
     ) -> None:
         self._release_lease(conn, plan)
         if plan.session_id is None:
@@ -321,6 +334,13 @@ class SessionStore:
         for p in plan.selected:
             outcome = outcomes.get(p.key) or Outcome.skipped("no outcome reported")
             ok = outcome.status is OutcomeStatus.OK
+            after = seen_after.get(p.key) if ok else None
+            if after is not None:
+                parts = after.parts
+                p = p.model_copy(update={"digest": parts.digest, "bases_digest": parts.bases_digest,
+                                         "segments_digest": parts.segments_digest, "files_digest": parts.files_digest,
+                                         "log_start_offset": after.log_start_offset,
+                                         "log_end_offset": after.log_end_offset})
             values = _row(plan, p, seq, outcome, now_ms, seen=ok)
             seq += 1
             if not p.known:

@@ -731,3 +731,30 @@ def test_naive_clock_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         store.begin_run("dag", 1, "r", believed_epoch=None, fingerprints=fleet(1), budget=None)
     store.close()
+
+
+def test_changes_made_by_the_run_itself_do_not_make_it_dirty_next_time(tmp_path):
+    """A run that adds files (producer snapshots) commits what it left, not what it found."""
+    from migration.sessions import Outcome, SessionStore, fingerprint_partition_dir
+
+    logdir = tmp_path / "logs"
+    pdir = logdir / "orders-0"
+    pdir.mkdir(parents=True)
+    (pdir / "00000000000000000000.log").write_bytes(b"x" * 10)
+    (pdir / "00000000000000000005.log").write_bytes(b"y" * 10)
+    store = SessionStore(f"sqlite:///{tmp_path / 's.sqlite'}")
+    plan = store.begin_run("t", 1, "r1", believed_epoch=None,
+                           fingerprints=[fingerprint_partition_dir(pdir, log_dir=str(logdir))])
+    assert len(plan.selected) == 1
+    (pdir / "00000000000000000005.snapshot").write_bytes(b"\x00" * 10)  # the run's own change
+    key = plan.selected[0].key
+    store.finish_run(plan, {key: Outcome.ok()}, {key: fingerprint_partition_dir(pdir, log_dir=str(logdir))})
+    plan2 = store.begin_run("t", 1, "r2", believed_epoch=plan.epoch,
+                            fingerprints=[fingerprint_partition_dir(pdir, log_dir=str(logdir))])
+    assert plan2.selected == [] and len(plan2.clean) == 1
+    # without the after-run fingerprint the same change would count as dirty
+    store.finish_run(plan2, {})
+    (pdir / "00000000000000000010.snapshot").write_bytes(b"\x00" * 10)
+    plan3 = store.begin_run("t", 1, "r3", believed_epoch=plan2.epoch,
+                            fingerprints=[fingerprint_partition_dir(pdir, log_dir=str(logdir))])
+    assert len(plan3.selected) == 1

@@ -1,0 +1,170 @@
+"""Tiered-storage readiness as scheduled DAG steps, per broker:
+discover (incremental session: only dirty partitions, under the budget) -> producer
+snapshots (Spark) -> upload (Spark) -> verify (read the manifests back) -> finish (report,
+session commit). Nothing dirty: no Spark job, a report that says so."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..audit.model import RunKind, RunReport
+from ..audit.store import ReportStore
+from ..runs import RunDir
+from .common import load_cluster, merge_reports, run_id_for
+from .incremental import begin_incremental, finish_incremental, load_plan, session_info
+
+SNAPSHOTS_JOB = "job-snapshots.json"
+# Verdicts that only a change of the partition's files can alter: settled until then, and
+# reported (the CLI exits 1) without failing every scheduled run. NO_LEADER_EPOCH: v0/v1 data
+# has no leader epoch, which a tiered segment must have; AFTER_FAILURE: the segments after it.
+SETTLED_CODES = frozenset({"NO_TOPIC_ID", "COMPACTED", "NOTHING_TO_STAGE", "TOPIC_ID_CONFLICT", "NO_LEADER_EPOCH",
+                           "AFTER_FAILURE"})
+
+
+class TierParams(BaseModel):
+    cluster: str = ""
+    bucket: str
+    prefix: str = ""
+    aws_conn_id: str = "kmigrate_s3"
+    session_name: str = "tiered_storage_readiness"
+    budget_bytes: int | None = None
+    budget_segments: int | None = None
+    dry_run: bool = False
+    snapshots_only: bool = False
+
+
+def params_of(raw: dict[str, Any]) -> TierParams:
+    return TierParams.model_validate({k: v for k, v in raw.items() if v not in (None, "")})
+
+
+def brokers(raw: dict[str, Any]) -> list[int]:
+    return [b.id for b in load_cluster(raw.get("cluster")).brokers]
+
+
+def broker_run_id(dag_run_id: str, broker_id: int) -> str:
+    return run_id_for(dag_run_id, "tier", f"b{broker_id}")
+
+
+def _options(p: TierParams, raw_cluster: str | None, *, snapshots_only: bool):
+    from ..ops.s3 import s3_settings_from_airflow_connection
+    from ..ops.tiered import TierOptions
+
+    desc = load_cluster(raw_cluster)
+    s3 = s3_settings_from_airflow_connection(p.aws_conn_id)
+    return TierOptions(
+        bucket=p.bucket, prefix=p.prefix, endpoint_url=s3.endpoint_url, region=s3.region, path_style=s3.path_style,
+        aws_conn_id=p.aws_conn_id, snapshots_only=snapshots_only, dry_run=p.dry_run,
+        metadata_log_dirs=[n.metadata_log_dir for n in desc.controllers if n.metadata_log_dir],
+        compacted_topics=[t for t in desc.topic_configs if desc.is_compacted(t)] + list(desc.compacted_topics),
+    )
+
+
+def discover(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, Any]:
+    """Plan this broker's run; returns whether Spark has work and the job arguments."""
+    from ..ops.tiered import prepare_tier
+
+    p = params_of(raw)
+    desc = load_cluster(raw.get("cluster"))
+    log_dirs = list(desc.node(broker_id).log_dirs)
+    rid = broker_run_id(dag_run_id, broker_id)
+    plan = begin_incremental(p.session_name, broker_id, log_dirs, rid, budget_bytes=p.budget_bytes,
+                             budget_segments=p.budget_segments)
+    selected = [f"{s.topic}-{s.partition}" for s in plan.selected]
+    rd = RunDir(rid)
+    if not selected:
+        rd.write_prepare({"nothing_dirty": True, "clean": len(plan.clean)})
+        return {"run_id": rid, "work": False, "selected": 0, "clean": len(plan.clean), "args": [], "snap_args": []}
+    rd = prepare_tier(log_dirs, run_id=rid, options=_options(p, raw.get("cluster"), snapshots_only=False),
+                      broker_id=broker_id, only_partitions=selected)
+    units, options = rd.read_job()
+    options["lock_log_dirs"] = []  # staging reads segments and only adds snapshot files
+    rd.write_job(units, options)
+    snap_options = {**options, "snapshots_only": True}
+    rd.write(SNAPSHOTS_JOB, {"run_id": rid, "units": [u.model_dump(mode="json") for u in units],
+                             "options": snap_options})
+    work = bool(units)
+    return {"run_id": rid, "work": work, "selected": len(selected), "deferred": len(plan.deferred),
+            "clean": len(plan.clean), "full_rescan": plan.full_rescan,
+            "snap_args": ["--job", str(rd.path / SNAPSHOTS_JOB), "--results", str(rd.path / "results-snapshots.json")],
+            "args": ["--job", str(rd.job_path), "--results", str(rd.results_path)]}
+
+
+def verify(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, Any]:
+    """Independent check of the upload: list each partition's prefix and require, for every
+    closed segment, its .log, .indexes and .rsm-manifest, the .log as large as the segment."""
+    from ..ops.s3 import make_client, s3_settings_from_airflow_connection
+
+    p = params_of(raw)
+    rd = RunDir(broker_run_id(dag_run_id, broker_id))
+    if not rd.job_path.exists() or p.dry_run or p.snapshots_only:
+        return {"verified": 0}
+    units, _ = rd.read_job()
+    staged = {(r.get("topic"), r.get("partition"), s["unit"]) for r in rd.read_results()
+              for s in r.get("segment_results", []) if s["status"] == "ok" and s["unit"].endswith(".log")}
+    s3 = make_client(s3_settings_from_airflow_connection(p.aws_conn_id))
+    problems: list[str] = []
+    verified = 0
+    for u in units:
+        prefix = f"{p.prefix}{u.topic}-{u.params['topic_id']}/{u.partition}/"
+        sizes: dict[str, int] = {}
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=p.bucket, Prefix=prefix):
+            sizes.update({o["Key"][len(prefix):]: o["Size"] for o in page.get("Contents", [])})
+        for seg in u.params["segments"][:-1]:  # the active segment is never staged
+            if (u.topic, u.partition, f"{seg['base_offset']:020d}.log") not in staged:
+                continue  # reported as not staged, with its reason
+            stems = {k.rsplit(".", 1)[0] for k in sizes if k.startswith(f"{seg['base_offset']:020d}-")}
+            complete = [st for st in stems if all(f"{st}{x}" in sizes for x in (".log", ".indexes", ".rsm-manifest"))]
+            if len(complete) != 1:
+                problems.append(f"{prefix}{seg['base_offset']:020d}: {len(complete)} complete object sets")
+            elif sizes[f"{complete[0]}.log"] != seg["size"]:
+                problems.append(f"{prefix}{complete[0]}.log: {sizes[f'{complete[0]}.log']} bytes, segment "
+                                f"has {seg['size']}")
+            else:
+                verified += 1
+    if problems:
+        raise RuntimeError(f"broker {broker_id}: upload verification failed: {problems[:10]}")
+    return {"verified": verified}
+
+
+def finish(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, Any]:
+    """Write this broker's report (also for a run with nothing dirty) and commit the session."""
+    from ..ops.tiered import finalize_tier
+
+    rid = broker_run_id(dag_run_id, broker_id)
+    rd = RunDir(rid)
+    plan = load_plan(rid)
+    prep = rd.read_prepare()
+    if prep.get("nothing_dirty"):
+        report = RunReport.start(RunKind.TIER_PREPARE, params_of(raw).model_dump(mode="json"), run_id=rid)
+        report.warn(f"broker {broker_id}: nothing changed since the last run ({prep.get('clean', 0)} partitions "
+                    "clean): no Spark job submitted")
+    elif rd.job_path.exists():
+        report = finalize_tier(rid)
+    else:
+        report = None
+    if report is not None:
+        if plan is not None:
+            report.session = session_info(plan)
+        report.finish()
+        ReportStore().save(report)
+    committed = finish_incremental(rid, report, settled_codes=SETTLED_CODES)
+    return {"run_id": rid, "exit_code": None if report is None else report.exit_code(), "session": committed}
+
+
+def final_report(raw: dict[str, Any], dag_id: str, dag_run_id: str) -> RunReport:
+    # Every broker must have left a report: a missing one is an error in the merged report.
+    steps = [broker_run_id(dag_run_id, b) for b in brokers(raw)]
+    return merge_reports(RunKind.TIER_PREPARE, steps, run_id=run_id_for(dag_run_id),
+                         params=params_of(raw).model_dump(mode="json"), dag_id=dag_id, dag_run_id=dag_run_id)
+
+
+def blocking_failures(report: RunReport) -> list[str]:
+    """Failures that should fail the DAG run: settled not-ready verdicts do not."""
+    out = [f"run: {e.message}" for e in report.errors]
+    for u in report.iter_results():
+        codes = {f.code for f in u.errors}
+        if u.errors and not codes <= SETTLED_CODES:
+            out.append(f"{u.path}: {u.errors[0].message}")
+    return out
