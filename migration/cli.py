@@ -30,8 +30,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
+# Wide tables when piped or captured (reports, CI logs); the terminal's width otherwise.
+console = Console(width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
 def _version(value: bool) -> None:
@@ -184,7 +185,7 @@ def sample_cluster(
 
 
 # Each migration's commands live in their own module under migration/commands.
-for _name in ("upgrade", "tier", "unify", "report"):
+for _name in ("upgrade", "tier", "unify", "report"):  # noqa: B007 - module-level registration
     try:
         _module = importlib.import_module(f"migration.commands.{_name}")
     except ModuleNotFoundError as _exc:
