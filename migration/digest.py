@@ -5,6 +5,16 @@ Two digests are kept over a partition's (or segment's) records in offset order:
 - ``full``: the same plus the effective timestamp. Equal too, unless the operator asked to
   stamp v0 messages with an estimated append time (then only ``content`` must match).
 Nulls and empty byte strings digest differently, as they differ in Kafka.
+
+Canonical bytes of one record (the ``content`` stream), chosen so that a legacy v0/v1
+message contributes a fixed prefix plus one slice of its raw bytes (no decoding):
+  offset int64 | header count int32 | (key length int32, key utf-8, value length int32
+  (-1 null), value)* | key length int32 (-1 null) | key | value length int32 (-1 null) | value
+The tail from the key length on is byte for byte the end of a legacy message. Timestamps
+form a second stream (int64 each, in the same record order); ``full`` digests both stream
+digests, so it matches exactly when the records and their timestamps match. Formats feed
+these streams through :meth:`RecordDigester.feed` with batch-sized buffers; the digest does
+not depend on how the stream is cut into calls, hence it is the same for v0, v1 and v2.
 """
 
 from __future__ import annotations
@@ -12,14 +22,21 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Iterable
+from typing import Protocol
 
 from pydantic import BaseModel
 
 from .formats.model import Record
 
-_HEAD = struct.Struct(">qii")  # offset, key length (-1 null), value length (-1 null)
-_TS = struct.Struct(">q")
-_HEADER_HEAD = struct.Struct(">ii")
+OFFSET_NO_HEADERS = struct.Struct(">qi")  # offset, header count
+_I32 = struct.Struct(">i")
+NULL_LENGTH = b"\xff\xff\xff\xff"
+
+
+class DigestSource(Protocol):
+    """A batch that can give its records' canonical digest bytes (v0/v1 entry, v2 batch)."""
+
+    def digest_parts(self, parts: list[bytes | memoryview], stamps: list[int]) -> tuple[int, int] | None: ...
 
 
 class RecordDigest(BaseModel):
@@ -34,56 +51,118 @@ class RecordDigest(BaseModel):
         return same and (self.full == other.full if timestamps else True)
 
 
+def record_head(offset: int, headers: Iterable[tuple[str, bytes | None]] | None) -> bytes:
+    """Canonical bytes of a record up to (excluding) its key length."""
+    if not headers:
+        return OFFSET_NO_HEADERS.pack(offset, 0)
+    hs = list(headers)
+    parts = [OFFSET_NO_HEADERS.pack(offset, len(hs))]
+    for hkey, hval in hs:
+        hk = hkey.encode("utf-8", "surrogateescape")
+        parts.append(_I32.pack(len(hk)))
+        parts.append(hk)
+        if hval is None:
+            parts.append(NULL_LENGTH)
+        else:
+            parts.append(_I32.pack(len(hval)))
+            parts.append(hval)
+    return b"".join(parts)
+
+
+def key_value_tail(key: bytes | memoryview | None, value: bytes | memoryview | None) -> list[bytes | memoryview]:
+    """Canonical bytes from the key length on (what a legacy message ends with)."""
+    return [
+        NULL_LENGTH if key is None else _I32.pack(len(key)),
+        b"" if key is None else key,
+        NULL_LENGTH if value is None else _I32.pack(len(value)),
+        b"" if value is None else value,
+    ]
+
+
 class RecordDigester:
     """Incremental digest; feed records in offset order."""
 
-    __slots__ = ("_content", "_full", "records", "first_offset", "last_offset")
+    __slots__ = ("_content", "_ts", "records", "first_offset", "last_offset", "_parts", "_stamps", "_span")
+
+    FLUSH_PARTS = 8192  # buffered canonical pieces before one hash update (bounded memory)
 
     def __init__(self) -> None:
         self._content = hashlib.blake2b(digest_size=32)
-        self._full = hashlib.blake2b(digest_size=32)
+        self._ts = hashlib.blake2b(digest_size=32)
         self.records = 0
         self.first_offset: int | None = None
         self.last_offset: int | None = None
+        self._parts: list[bytes | memoryview] = []
+        self._stamps: list[int] = []
+        self._span: tuple[int, int] | None = None
+
+    def add_batch(self, batch: DigestSource) -> None:
+        """Digest a batch's records from its raw bytes (``batch.digest_parts``), buffered:
+        small batches share one hash update."""
+        span = batch.digest_parts(self._parts, self._stamps)
+        if span is not None:
+            self._span = span if self._span is None else (self._span[0], span[1])
+            if len(self._parts) >= self.FLUSH_PARTS:
+                self._flush()
+
+    def _flush(self) -> None:
+        if self._span is not None:
+            parts, stamps, span = self._parts, self._stamps, self._span
+            self._parts, self._stamps, self._span = [], [], None
+            self.feed(b"".join(parts), stamps, span[0], span[1])
+
+    def feed(self, content: bytes | bytearray | memoryview, timestamps: list[int],
+             first_offset: int, last_offset: int) -> None:
+        """Canonical bytes of ``len(timestamps)`` records (offsets first..last), in order."""
+        n = len(timestamps)
+        if not n:
+            return
+        if self._span is not None:
+            self._flush()  # keep the stream in order
+        self._content.update(content)
+        self._ts.update(struct.pack(f">{n}q", *timestamps))
+        if self.first_offset is None:
+            self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.records += n
 
     def update(self, records: Iterable[Record]) -> None:
-        content = self._content.update
-        full = self._full.update
-        n = 0
-        last = None
+        parts: list[bytes | memoryview] = []
+        append = parts.append
+        stamps: list[int] = []
+        first = last = None
+        pack_head = OFFSET_NO_HEADERS.pack
+        pack_len = _I32.pack
         for r in records:
             key, value = r.key, r.value
-            parts = [_HEAD.pack(r.offset, -1 if key is None else len(key), -1 if value is None else len(value))]
-            if key:
-                parts.append(key)
-            if value:
-                parts.append(value)
-            if r.headers:
-                for h in r.headers:
-                    hk = h.key.encode("utf-8", "surrogateescape")
-                    parts.append(_HEADER_HEAD.pack(len(hk), -1 if h.value is None else len(h.value)))
-                    parts.append(hk)
-                    if h.value:
-                        parts.append(h.value)
-            blob = b"".join(parts)
-            content(blob)
-            full(blob)
-            full(_TS.pack(r.timestamp))
-            if self.first_offset is None:
-                self.first_offset = r.offset
+            append(record_head(r.offset, r.headers) if r.headers else pack_head(r.offset, 0))
+            if key is None:
+                append(NULL_LENGTH)
+            else:
+                append(pack_len(len(key)))
+                append(key)
+            if value is None:
+                append(NULL_LENGTH)
+            else:
+                append(pack_len(len(value)))
+                append(value)
+            stamps.append(r.timestamp)
+            if first is None:
+                first = r.offset
             last = r.offset
-            n += 1
-        self.records += n
-        if last is not None:
-            self.last_offset = last
+        if first is not None and last is not None:
+            self.feed(b"".join(parts), stamps, first, last)
 
     def result(self) -> RecordDigest:
+        self._flush()
+        content = self._content.hexdigest()
+        full = hashlib.blake2b(self._content.digest() + self._ts.digest(), digest_size=32).hexdigest()
         return RecordDigest(
             records=self.records,
             first_offset=self.first_offset,
             last_offset=self.last_offset,
-            content=self._content.hexdigest(),
-            full=self._full.hexdigest(),
+            content=content,
+            full=full,
         )
 
 

@@ -75,6 +75,7 @@ class LegacyBatch:
         "attributes",
         "timestamp",
         "_inner",
+        "_scan",
     )
 
     def __init__(self, buf: memoryview, at: int, position: int) -> None:
@@ -98,6 +99,7 @@ class LegacyBatch:
         else:
             self.timestamp = NO_TIMESTAMP
         self._inner: list[LegacyBatch] | None = None
+        self._scan: tuple[bytes | memoryview, list[ScanEntry]] | None = None
 
     # -- header-level properties (cheap)
     @property
@@ -237,10 +239,13 @@ class LegacyBatch:
         if value is None:
             raise CorruptRecordError("compressed wrapper with a null value", position=self.position)
         value_pos = self.position + self.size_in_bytes - len(value)
-        try:
-            data = codecs.decompress(codec, value, self.magic)
-        except KafkaFormatError as exc:
-            raise exc.located(None, value_pos) from None
+        if self._scan is not None:
+            data = self._scan[0]  # decompressed already by scan()
+        else:
+            try:
+                data = codecs.decompress(codec, value, self.magic)
+            except KafkaFormatError as exc:
+                raise exc.located(None, value_pos) from None
         inner = _parse_inner(memoryview(data), self, value_pos)
         self._inner = inner
         return inner
@@ -265,24 +270,133 @@ class LegacyBatch:
 
     def records(self) -> Iterator[Record]:
         """Logical records with effective timestamps (a LogAppendTime wrapper's applies)."""
-        if not self.is_compressed:
-            key, value, _ = self._key_value()
-            yield Record(
-                self.offset,
-                self.timestamp,
-                None if key is None else bytes(key),
-                None if value is None else bytes(value),
-            )
+        data, entries = self.scan()
+        if isinstance(data, memoryview):
+            for off, ts, kp, klen, vlen, vend, _ in entries:
+                yield Record(off, ts, None if klen < 0 else bytes(data[kp + 4 : kp + 4 + klen]),
+                             None if vlen < 0 else bytes(data[vend - vlen : vend]))
             return
-        lat = self.magic == MAGIC_V1 and self.attributes & ATTRIBUTE_TIMESTAMP_TYPE_MASK
-        for m in self.inner():
-            key, value, _ = m._key_value()
-            yield Record(
-                m.offset,
-                self.timestamp if lat else m.timestamp,
-                None if key is None else bytes(key),
-                None if value is None else bytes(value),
-            )
+        for off, ts, kp, klen, vlen, vend, _ in entries:
+            yield Record(off, ts, None if klen < 0 else data[kp + 4 : kp + 4 + klen],
+                         None if vlen < 0 else data[vend - vlen : vend])
+
+    def scan(self) -> tuple[bytes | memoryview, list[ScanEntry]]:
+        """Where every logical record lies: (buffer, entries), an entry being (absolute offset,
+        effective timestamp, position of the key length, key length, value length, end of the
+        value, end of the message) in the buffer (the decompressed value of a wrapper, the
+        file buffer for a single message). Inner CRCs and structure are checked as by
+        :meth:`inner`; errors are the same, as an irregular wrapper goes through it."""
+        if self._scan is not None:
+            return self._scan
+        if not self.is_compressed:
+            key, value, rest = self._key_value()
+            kp = self._at + LOG_OVERHEAD + (18 if self.magic == MAGIC_V1 else 10) - 4
+            mend = self._at + LOG_OVERHEAD + self.size
+            entry = (self.offset, self.timestamp, kp, -1 if key is None else len(key),
+                     -1 if value is None else len(value), mend - rest, mend)
+            self._scan = (self._buf, [entry])
+            return self._scan
+        codec = self.compression
+        _, value, _ = self._key_value()
+        if value is None:
+            raise CorruptRecordError("compressed wrapper with a null value", position=self.position)
+        try:
+            data = codecs.decompress(codec, value, self.magic)
+        except KafkaFormatError as exc:
+            raise exc.located(None, self.position + self.size_in_bytes - len(value)) from None
+        lat = self.timestamp if self.magic == MAGIC_V1 and self.attributes & ATTRIBUTE_TIMESTAMP_TYPE_MASK else None
+        entries = _scan_inner(data, self.magic, self.offset, lat)
+        if entries is None:
+            # Something irregular: the careful parser raises the exact error, or accepts what
+            # the fast one would not (e.g. bytes after an inner value) and says where things are.
+            self._scan = (data, [])  # lets inner() reuse the decompressed bytes
+            try:
+                inner = self.inner()
+            finally:
+                self._scan = None
+            entries = []
+            for m in inner:
+                key, value, rest = m._key_value()
+                kp = m._at + LOG_OVERHEAD + (18 if m.magic == MAGIC_V1 else 10) - 4
+                mend = m._at + LOG_OVERHEAD + m.size
+                entries.append((m.offset, m.timestamp if lat is None else lat, kp,
+                                -1 if key is None else len(key), -1 if value is None else len(value),
+                                mend - rest, mend))
+        self._scan = (data, entries)
+        return self._scan
+
+    def digest_parts(self, parts: list[bytes | memoryview], stamps: list[int]) -> tuple[int, int]:
+        """Append the canonical digest bytes of the logical records (see :mod:`migration.digest`)
+        to ``parts`` and their timestamps to ``stamps``; return (first, last) offsets. A
+        legacy message ends with exactly the canonical key/value bytes: one slice each."""
+        data, entries = self.scan()
+        view = data if isinstance(data, memoryview) else memoryview(data)
+        append = parts.append
+        pack = _OFFSET_NO_HEADERS.pack
+        for off, ts, kp, _, _, vend, _ in entries:
+            append(pack(off, 0))
+            append(view[kp:vend])
+            stamps.append(ts)
+        return entries[0][0], entries[-1][0]
+
+
+# (absolute offset, effective timestamp, key length position, key length, value length,
+#  value end, message end)
+ScanEntry = tuple[int, int, int, int, int, int, int]
+_OFFSET_NO_HEADERS = struct.Struct(">qi")  # the digest's canonical record head without headers
+
+
+def _scan_inner(data: bytes, magic: int, wrapper_offset: int, lat: int | None) -> list[ScanEntry] | None:
+    """Fast walk over a wrapper's decompressed inner messages: every check of
+    :func:`_parse_inner` plus exact key/value framing; None when anything is off (the
+    careful parser then decides and reports)."""
+    out: list[ScanEntry] = []
+    append = out.append
+    pos = 0
+    end = len(data)
+    view = memoryview(data)
+    head = _ENTRY_HEAD.unpack_from
+    i32 = _I32.unpack_from
+    ts_at = _TIMESTAMP.unpack_from
+    crc32 = zlib.crc32
+    v1 = magic == MAGIC_V1
+    kfield = LOG_OVERHEAD + (18 if v1 else 10) - 4
+    overhead = V1_RECORD_OVERHEAD if v1 else V0_RECORD_OVERHEAD
+    while pos < end:
+        if end - pos < LOG_OVERHEAD + overhead:
+            return None
+        off, size, crc, m, attr = head(data, pos)
+        mend = pos + LOG_OVERHEAD + size
+        if m != magic or attr & ATTRIBUTE_CODEC_MASK or size < overhead or mend > end:
+            return None
+        if crc32(view[pos + 16 : mend]) != crc:
+            return None
+        kp = pos + kfield
+        (klen,) = i32(data, kp)
+        vp = kp + 4 + (klen if klen > 0 else 0)
+        if klen < -1 or vp + 4 > mend:
+            return None
+        (vlen,) = i32(data, vp)
+        if vlen < -1 or vp + 4 + (vlen if vlen > 0 else 0) != mend:
+            return None
+        ts = (ts_at(data, pos + 18)[0] if v1 else NO_TIMESTAMP) if lat is None else lat
+        append((off, ts, kp, klen, vlen, mend, mend))
+        pos = mend
+    if not out:
+        return None
+    if v1 and wrapper_offset != 0:
+        base = wrapper_offset - out[-1][0]
+        if base < 0:
+            return None
+        out = [(base + e[0], *e[1:]) for e in out]  # type: ignore[misc]
+    prev = -1
+    for e in out:
+        if e[0] <= prev:
+            return None
+        prev = e[0]
+    if prev != wrapper_offset and wrapper_offset != 0:
+        return None
+    return out
 
 
 def _parse_inner(data: memoryview, wrapper: LegacyBatch, value_pos: int) -> list[LegacyBatch]:
@@ -385,6 +499,27 @@ def v0_entry_to_v1(
     head = _V1_MAGIC_ATTR_TS.pack(MAGIC_V1, attributes, timestamp)
     crc = zlib.crc32(rest, zlib.crc32(head))
     return b"".join((_ENTRY_PREFIX_CRC.pack(offset, size + V1_MINUS_V0_SIZE, crc), head, rest))
+
+
+def v0_entries_to_v1(
+    data: bytes | memoryview, entries: Sequence[ScanEntry], base: int, attributes: int, timestamp: int
+) -> bytes:
+    """Scanned uncompressed v0 messages (see :meth:`LegacyBatch.scan`) as v1 log entries with
+    offsets relative to ``base``, in one pass: as :func:`v0_entry_to_v1`, but the CRC seed of
+    the new magic/attributes/timestamp bytes is computed once for all of them."""
+    head = _V1_MAGIC_ATTR_TS.pack(MAGIC_V1, attributes, timestamp)
+    seed = zlib.crc32(head)
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    pack = _ENTRY_PREFIX_CRC.pack
+    crc32 = zlib.crc32
+    parts: list[bytes | memoryview] = []
+    append = parts.append
+    for off, _, kp, _, _, _, mend in entries:
+        rest = view[kp:mend]  # key length .. end of message
+        append(pack(off - base, mend - kp + 6 + V1_MINUS_V0_SIZE, crc32(rest, seed)))
+        append(head)
+        append(rest)
+    return b"".join(parts)
 
 
 def encode_message(

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 
 import crc32c
 
+from ..digest import key_value_tail, record_head
 from . import compression as codecs
 from .errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, TruncatedError
 from .model import (
@@ -228,6 +229,29 @@ class RecordBatch:
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records())
 
+    def digest_parts(self, parts: list[bytes | memoryview], stamps: list[int]) -> tuple[int, int] | None:
+        """Append the canonical digest bytes of the records (see :mod:`migration.digest`) to
+        ``parts`` and their effective timestamps to ``stamps``; return (first, last) offsets,
+        None for an empty batch. Structure is checked as by :meth:`records` (same errors)."""
+        data = self.records_payload()
+        n0 = len(parts)
+        s0 = len(stamps)
+        lat = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
+        span = _digest_v2(data, self.records_count, self.base_offset, self.base_timestamp, lat, parts, stamps)
+        if span is not None:
+            return span if span[0] >= 0 else None
+        # Irregular: decode carefully (raises the located error) and digest what it accepts.
+        del parts[n0:]
+        del stamps[s0:]
+        recs = self.records()
+        if not recs:
+            return None
+        for r in recs:
+            parts.append(record_head(r.offset, r.headers))
+            parts.extend(key_value_tail(r.key, r.value))
+            stamps.append(r.timestamp)
+        return recs[0].offset, recs[-1].offset
+
     def raw_bytes(self) -> memoryview:
         return self._buf[self._at : self._at + LOG_OVERHEAD + self.length]
 
@@ -236,6 +260,129 @@ def increment_sequence(sequence: int, increment: int) -> int:
     if sequence > INT32_MAX - increment:
         return increment - (INT32_MAX - sequence) - 1
     return sequence + increment
+
+
+_I32 = struct.Struct(">i")
+_OFFSET_HEADERS = struct.Struct(">qi")
+_NULL_LENGTH = b"\xff\xff\xff\xff"
+
+
+def _digest_v2(data: bytes, count: int, base_offset: int, base_timestamp: int, lat: int | None,
+               parts: list[bytes | memoryview], stamps: list[int]) -> tuple[int, int] | None:
+    """Fast path of :meth:`RecordBatch.digest_parts` for well-formed records; None at the
+    first irregularity (the caller falls back to :func:`decode_records` for the error).
+    Returns (-1, -1) for no records."""
+    view = memoryview(data)
+    end = len(data)
+    pos = 0
+    slow = _decode_varint_slow
+    append = parts.append
+    pack_head = _OFFSET_HEADERS.pack
+    pack_len = _I32.pack
+    stamp = stamps.append
+    first = last = -1
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                length, pos = slow(data, pos, 5)
+            rec_end = pos + length
+            if length < 0 or rec_end > end:
+                return None
+            pos += 1  # record attributes, unused
+            b = data[pos]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                ts_delta, pos = slow(data, pos, 10)
+            b = data[pos]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                off_delta, pos = slow(data, pos, 5)
+            b = data[pos]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                klen, pos = slow(data, pos, 5)
+            kstart = pos
+            if klen >= 0:
+                pos += klen
+            elif klen != -1:
+                return None
+            if pos >= rec_end:
+                return None
+            b = data[pos]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                vlen, pos = slow(data, pos, 5)
+            vstart = pos
+            if vlen >= 0:
+                pos += vlen
+            elif vlen != -1:
+                return None
+            if pos >= rec_end:
+                return None
+            nheaders = data[pos]
+            offset = base_offset + off_delta
+            if nheaders == 0:
+                pos += 1
+                append(pack_head(offset, 0))
+            else:
+                if nheaders >= 0x80:
+                    return None
+                nheaders = (nheaders >> 1) ^ -(nheaders & 1)
+                pos += 1
+                if nheaders <= 0 or nheaders > rec_end - pos:
+                    return None
+                append(pack_head(offset, nheaders))
+                for _h in range(nheaders):
+                    hklen, pos = slow(data, pos, 5)
+                    if hklen < 0:
+                        return None
+                    # Keys are str in a Record; utf-8 with surrogateescape round-trips any
+                    # bytes, so the raw key bytes are its canonical encoding.
+                    append(pack_len(hklen))
+                    append(view[pos : pos + hklen])
+                    pos += hklen
+                    hvlen, pos = slow(data, pos, 5)
+                    if hvlen >= 0:
+                        append(pack_len(hvlen))
+                        append(view[pos : pos + hvlen])
+                        pos += hvlen
+                    elif hvlen == -1:
+                        append(_NULL_LENGTH)
+                    else:
+                        return None
+            if pos != rec_end:
+                return None
+            if klen >= 0:
+                append(pack_len(klen))
+                append(view[kstart : kstart + klen])
+            else:
+                append(_NULL_LENGTH)
+            if vlen >= 0:
+                append(pack_len(vlen))
+                append(view[vstart : vstart + vlen])
+            else:
+                append(_NULL_LENGTH)
+            stamp(base_timestamp + ts_delta if lat is None else lat)
+            if first < 0:
+                first = offset
+            last = offset
+    except (IndexError, KafkaFormatError):
+        return None
+    if pos != end:
+        return None
+    return first, last
 
 
 def decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int) -> list[Record]:

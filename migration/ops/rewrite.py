@@ -33,11 +33,18 @@ from typing import BinaryIO, NamedTuple, TypeVar
 from pydantic import BaseModel, Field
 
 from ..digest import RecordDigest, RecordDigester
+from ..formats import compression as codecs
 from ..formats import names
 from ..formats.errors import TruncatedError
 from ..formats.file_records import Batch, FileRecords
 from ..formats.index_builder import IndexBuilder
-from ..formats.legacy import ATTRIBUTE_TIMESTAMP_TYPE_MASK, LegacyBatch, encode_message
+from ..formats.legacy import (
+    ATTRIBUTE_TIMESTAMP_TYPE_MASK,
+    LegacyBatch,
+    ScanEntry,
+    encode_message,
+    v0_entries_to_v1,
+)
 from ..formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP, Record, TimestampType
 from ..formats.record_batch import build_record_batch, build_single_record_batch
 from ..formats.transaction_index import TransactionIndex
@@ -116,18 +123,18 @@ class Converter:
         self.split_batches = 0
         self.warnings: list[str] = []
 
-    def convert(self, b: Batch, records: list[Record]) -> Iterator[Piece]:
+    def convert(self, b: Batch) -> Iterator[Piece]:
         spec = self.spec
         if b.magic >= spec.target_magic:
             # Already in (or above) the target format: the raw bytes, never decoded again.
-            first = b.base_offset if b.magic == MAGIC_V2 else records[0].offset
+            first = b.base_offset if b.magic == MAGIC_V2 else b.scan()[1][0][0]  # type: ignore[union-attr]
             yield Piece(b.raw_bytes(), first, b.last_offset, b.max_timestamp, b.magic)
             return
         assert isinstance(b, LegacyBatch)
         if spec.target_magic == MAGIC_V1:
             yield from self._v0_to_v1(b)
         else:
-            yield from self._legacy_to_v2(b, records)
+            yield from self._legacy_to_v2(b)
 
     # -- v0 -> v1
     def _v0_stamp(self) -> tuple[int, int]:
@@ -142,41 +149,40 @@ class Converter:
             yield Piece(b.upconvert_to_v1(b.offset, ts_bit, ts), b.offset, b.offset, ts, MAGIC_V1)
             return
         codec = b.compression
-        inner = b.inner()
+        data, entries = b.scan()  # decompressed and checked once (also for the digest)
 
-        def build(msgs: Sequence[LegacyBatch]) -> bytes:
-            from ..formats import compression as codecs
-
-            first = msgs[0].offset
+        def build(items: Sequence[ScanEntry]) -> bytes:
             # Relative inner offsets (KIP-31): holes left by compaction are kept.
-            payload = codecs.compress(
-                codec, b"".join(m.upconvert_to_v1(m.offset - first, ts_bit, ts) for m in msgs), MAGIC_V1
-            )
-            return encode_message(msgs[-1].offset, MAGIC_V1, int(codec) | ts_bit, ts, None, payload)
+            payload = codecs.compress(codec, v0_entries_to_v1(data, items, items[0][0], ts_bit, ts), MAGIC_V1)
+            return encode_message(items[-1][0], MAGIC_V1, int(codec) | ts_bit, ts, None, payload)
 
-        for msgs, data in self._fit(inner, build):
-            yield Piece(data, msgs[0].offset, msgs[-1].offset, ts, MAGIC_V1)
+        for items, out in self._fit(entries, build):
+            yield Piece(out, items[0][0], items[-1][0], ts, MAGIC_V1)
 
     # -- v0/v1 -> v2
-    def _legacy_to_v2(self, b: LegacyBatch, records: list[Record]) -> Iterator[Piece]:
+    def _legacy_to_v2(self, b: LegacyBatch) -> Iterator[Piece]:
         spec = self.spec
         if b.magic == MAGIC_V0:
             lat = spec.stamp_v0_ms is not None
             ts = spec.stamp_v0_ms if lat else NO_TIMESTAMP
-            if lat:
-                records = [r._replace(timestamp=ts) for r in records]
         else:
             lat = b.timestamp_type is TimestampType.LOG_APPEND_TIME
             ts = b.timestamp  # the wrapper's time (LogAppendTime) or the message's own
         if not b.is_compressed:
-            r = records[0]
-            data = build_single_record_batch(
-                r.offset, r.timestamp, r.key, r.value, log_append_time=lat,
-                partition_leader_epoch=spec.leader_epoch(r.offset),
+            data, ((off, rts, kp, klen, vlen, vend, _),) = b.scan()
+            if b.magic == MAGIC_V0 and lat:
+                rts = ts
+            out = build_single_record_batch(
+                off, rts, None if klen < 0 else data[kp + 4 : kp + 4 + klen],
+                None if vlen < 0 else data[vend - vlen : vend], log_append_time=lat,
+                partition_leader_epoch=spec.leader_epoch(off),
             )
-            yield Piece(data, r.offset, r.offset, r.timestamp, MAGIC_V2)
+            yield Piece(out, off, off, rts, MAGIC_V2)
             return
         codec = b.compression
+        records = list(b.records())
+        if b.magic == MAGIC_V0 and lat:
+            records = [r._replace(timestamp=ts) for r in records]
 
         def build(recs: Sequence[Record]) -> bytes:
             return build_record_batch(
@@ -187,9 +193,9 @@ class Converter:
                 partition_leader_epoch=spec.leader_epoch(recs[0].offset),
             )
 
-        for recs, data in self._fit(records, build):
+        for recs, out in self._fit(records, build):
             max_ts = ts if lat else max(r.timestamp for r in recs)
-            yield Piece(data, recs[0].offset, recs[-1].offset, max_ts, MAGIC_V2)
+            yield Piece(out, recs[0].offset, recs[-1].offset, max_ts, MAGIC_V2)
 
     def _fit(self, items: Sequence[_T], build: Callable[[Sequence[_T]], bytes]) -> Iterator[tuple[Sequence[_T], bytes]]:
         """Build one batch of ``items``; if it exceeds max.message.bytes, split it in halves."""
@@ -366,12 +372,11 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
     try:
         for b in fr.batches():
             b.ensure_valid()
-            records = list(b.records())
-            digester.update(records)
+            digester.add_batch(b)  # from the raw bytes; the same scan serves the conversion
             batches += 1
             label = _label(b.magic)
             by_magic[label] = by_magic.get(label, 0) + b.size_in_bytes
-            for piece in converter.convert(b, records):
+            for piece in converter.convert(b):
                 writer.append(piece)
                 fault_point("write-batch")
         if fr.trailing_bytes:
@@ -409,7 +414,7 @@ def digest_log(path: str | os.PathLike[str]) -> tuple[RecordDigest, dict[str, in
     fr = FileRecords(path)
     for b in fr.batches():
         b.ensure_valid()
-        digester.update(b.records())
+        digester.add_batch(b)
         label = _label(b.magic)
         by_magic[label] = by_magic.get(label, 0) + b.size_in_bytes
     if fr.trailing_bytes:

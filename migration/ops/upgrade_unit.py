@@ -71,7 +71,7 @@ def _digest_outputs(directory: Path, outputs: list[OutputSegment], *, staged: bo
         fr = FileRecords(path)
         for b in fr.batches():
             b.ensure_valid()
-            digester.update(b.records())
+            digester.add_batch(b)
         if fr.trailing_bytes:
             raise TruncatedError("output segment has trailing bytes", path=str(path), position=fr.valid_bytes)
     return digester.result()
