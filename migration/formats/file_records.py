@@ -28,6 +28,7 @@ Batch = LegacyBatch | RecordBatch
 
 DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
 _SIZE_AND_MAGIC = struct.Struct(">qi4xb")
+_SIZE = struct.Struct(">i")
 
 
 def _make_batch(view: memoryview, at: int, position: int, path: str | None) -> Batch:
@@ -102,13 +103,16 @@ class FileRecords:
             buf = b""
             at = 0
             eof = False
-            unpack = _SIZE_AND_MAGIC.unpack_from
+            size_at = _SIZE.unpack_from
+            view = memoryview(buf)
             while True:
                 avail = len(buf) - at
-                if avail <= HEADER_SIZE_UP_TO_MAGIC or avail < LOG_OVERHEAD + _peek_size(buf, at, avail):
+                # One header read per batch; the view is made once per chunk, not per batch.
+                size = size_at(view, at + 8)[0] if avail >= LOG_OVERHEAD else 0
+                if avail <= HEADER_SIZE_UP_TO_MAGIC or avail < LOG_OVERHEAD + max(size, 0):
                     if eof:
                         break
-                    want = max(self.chunk_size, LOG_OVERHEAD + _peek_size(buf, at, avail))
+                    want = max(self.chunk_size, LOG_OVERHEAD + max(size, 0))
                     want = min(want, limit - (file_pos + len(buf)))
                     chunk = f.read(want) if want > 0 else b""
                     if not chunk:
@@ -116,10 +120,9 @@ class FileRecords:
                         continue
                     file_pos += at
                     buf = buf[at:] + chunk if at < len(buf) else chunk
+                    view = memoryview(buf)
                     at = 0
                     continue
-                view = memoryview(buf)
-                _, size, _ = unpack(view, at)
                 if size < MIN_MESSAGE_SIZE:
                     raise CorruptRecordError(
                         "record size is smaller than the minimum record overhead",
@@ -137,13 +140,6 @@ class FileRecords:
 
     def __iter__(self) -> Iterator[Batch]:
         return self.batches()
-
-
-def _peek_size(buf: bytes, at: int, avail: int) -> int:
-    if avail < LOG_OVERHEAD:
-        return 0
-    size = int.from_bytes(buf[at + 8 : at + 12], "big", signed=True)
-    return max(size, 0)
 
 
 def read_batches(path: str | os.PathLike[str], *, strict: bool = False) -> list[Batch]:

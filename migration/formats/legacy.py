@@ -252,7 +252,7 @@ class LegacyBatch:
 
     @property
     def base_offset(self) -> int:
-        return self.inner()[0].offset if self.is_compressed else self.offset
+        return self.scan()[1][0][0] if self.is_compressed else self.offset  # scan: no inner objects
 
     def raw_bytes(self) -> memoryview:
         """The whole log entry as stored (offset, size, message)."""
@@ -266,7 +266,7 @@ class LegacyBatch:
 
     @property
     def record_count(self) -> int:
-        return len(self.inner())
+        return len(self.scan()[1])
 
     def records(self) -> Iterator[Record]:
         """Logical records with effective timestamps (a LogAppendTime wrapper's applies)."""

@@ -41,7 +41,7 @@ from .model import (
     Record,
     TimestampType,
 )
-from .varint import _decode_varint_slow, encode_varint
+from .varint import TABLE_MAX, VARINT_TABLE, _decode_varint_slow, encode_varint
 
 RECORD_BATCH_OVERHEAD = 61
 CRC_OFFSET = 17
@@ -287,6 +287,10 @@ def _digest_v2(data: bytes, count: int, base_offset: int, base_timestamp: int, l
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 length, pos = slow(data, pos, 5)
             rec_end = pos + length
@@ -297,18 +301,30 @@ def _digest_v2(data: bytes, count: int, base_offset: int, base_timestamp: int, l
             if b < 0x80:
                 ts_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                ts_delta = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 ts_delta, pos = slow(data, pos, 10)
             b = data[pos]
             if b < 0x80:
                 off_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                off_delta = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 off_delta, pos = slow(data, pos, 5)
             b = data[pos]
             if b < 0x80:
                 klen = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                klen = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 klen, pos = slow(data, pos, 5)
             kstart = pos
@@ -322,6 +338,10 @@ def _digest_v2(data: bytes, count: int, base_offset: int, base_timestamp: int, l
             if b < 0x80:
                 vlen = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                vlen = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 vlen, pos = slow(data, pos, 5)
             vstart = pos
@@ -387,6 +407,13 @@ def _digest_v2(data: bytes, count: int, base_offset: int, base_timestamp: int, l
 
 def decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int) -> list[Record]:
     """Decode ``count`` records from ``data`` (bytes: indexing bytes is the fastest path)."""
+    try:
+        return _decode_records(data, count, base_offset, base_timestamp)
+    except IndexError:  # a varint or field read past the end (inline fast paths do not check)
+        raise TruncatedError("records cut short inside a record", expected=f"{count} records") from None
+
+
+def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int) -> list[Record]:
     out: list[Record] = []
     append = out.append
     pos = 0
@@ -405,6 +432,10 @@ def decode_records(data: bytes, count: int, base_offset: int, base_timestamp: in
         if b < 0x80:
             length = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
+            u = (b & 0x7F) | (data[pos + 1] << 7)
+            length = (u >> 1) ^ -(u & 1)
+            pos += 2
         else:
             length, pos = slow(data, pos, 5)
         rec_start = pos
@@ -421,18 +452,30 @@ def decode_records(data: bytes, count: int, base_offset: int, base_timestamp: in
         if b < 0x80:
             ts_delta = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
+            u = (b & 0x7F) | (data[pos + 1] << 7)
+            ts_delta = (u >> 1) ^ -(u & 1)
+            pos += 2
         else:
             ts_delta, pos = slow(data, pos, 10)
         b = data[pos]
         if b < 0x80:
             off_delta = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
+            u = (b & 0x7F) | (data[pos + 1] << 7)
+            off_delta = (u >> 1) ^ -(u & 1)
+            pos += 2
         else:
             off_delta, pos = slow(data, pos, 5)
         b = data[pos]
         if b < 0x80:
             klen = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
+            u = (b & 0x7F) | (data[pos + 1] << 7)
+            klen = (u >> 1) ^ -(u & 1)
+            pos += 2
         else:
             klen, pos = slow(data, pos, 5)
         if klen >= 0:
@@ -461,6 +504,10 @@ def decode_records(data: bytes, count: int, base_offset: int, base_timestamp: in
         if b < 0x80:
             nheaders = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
+            u = (b & 0x7F) | (data[pos + 1] << 7)
+            nheaders = (u >> 1) ^ -(u & 1)
+            pos += 2
         else:
             nheaders, pos = slow(data, pos, 5)
         headers: tuple[Header, ...] = ()
@@ -516,30 +563,41 @@ def encode_record(
     value: bytes | None,
     headers: Sequence[Header] = (),
 ) -> bytes:
-    body = bytearray(b"\x00")
-    body += encode_varint(timestamp_delta)
-    body += encode_varint(offset_delta)
+    table = VARINT_TABLE
+    small = TABLE_MAX - 1
+    parts = [
+        b"\x00",
+        table[timestamp_delta + 1] if -1 <= timestamp_delta < small else encode_varint(timestamp_delta),
+        table[offset_delta + 1] if -1 <= offset_delta < small else encode_varint(offset_delta),
+    ]
     if key is None:
-        body += b"\x01"
+        parts.append(b"\x01")
     else:
-        body += encode_varint(len(key))
-        body += key
+        n = len(key)
+        parts.append(table[n + 1] if n < small else encode_varint(n))
+        parts.append(key)
     if value is None:
-        body += b"\x01"
+        parts.append(b"\x01")
     else:
-        body += encode_varint(len(value))
-        body += value
-    body += encode_varint(len(headers))
-    for h in headers:
-        hk = h.key.encode("utf-8", "surrogateescape")
-        body += encode_varint(len(hk))
-        body += hk
-        if h.value is None:
-            body += b"\x01"
-        else:
-            body += encode_varint(len(h.value))
-            body += h.value
-    return encode_varint(len(body)) + bytes(body)
+        n = len(value)
+        parts.append(table[n + 1] if n < small else encode_varint(n))
+        parts.append(value)
+    if not headers:
+        parts.append(b"\x00")
+    else:
+        parts.append(encode_varint(len(headers)))
+        for h in headers:
+            hk = h.key.encode("utf-8", "surrogateescape")
+            parts.append(encode_varint(len(hk)))
+            parts.append(hk)
+            if h.value is None:
+                parts.append(b"\x01")
+            else:
+                parts.append(encode_varint(len(h.value)))
+                parts.append(h.value)
+    body = b"".join(parts)
+    n = len(body)
+    return (table[n + 1] if n < small else encode_varint(n)) + body
 
 
 def build_single_record_batch(

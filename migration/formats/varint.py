@@ -23,12 +23,24 @@ def encode_unsigned_varint(u: int) -> bytes:
     return bytes(out)
 
 
-def encode_varint(n: int) -> bytes:
-    """A zig-zag varint (or varlong: the encoding is the same, only the range differs)."""
+def _encode_varint(n: int) -> bytes:
     u = (n << 1) ^ (n >> 63)
     if u < 0x80:
         return bytes((u,))
     return encode_unsigned_varint(u)
+
+
+# Encodings of -1 .. TABLE_MAX, looked up instead of computed: record lengths, key and value
+# lengths and deltas are almost always small (one list index instead of a loop of bytes ops).
+TABLE_MAX = 1 << 14
+VARINT_TABLE: list[bytes] = [_encode_varint(n) for n in range(-1, TABLE_MAX)]
+
+
+def encode_varint(n: int) -> bytes:
+    """A zig-zag varint (or varlong: the encoding is the same, only the range differs)."""
+    if -1 <= n < TABLE_MAX:
+        return VARINT_TABLE[n + 1]
+    return _encode_varint(n)
 
 
 def decode_varint(buf: bytes | memoryview, pos: int, max_bytes: int = 5) -> tuple[int, int]:
