@@ -27,6 +27,8 @@ with DAG(
         "cluster": Param(default_cluster(), type="string", description="Path of the cluster description"),
         "bucket": Param("{{ var.value.get('kmigrate_bucket', 'kafka-tiered') }}", type="string"),
         "prefix": Param("", type="string", description="Object key prefix"),
+        "brokers": Param([], type="array", items={"type": "integer"},
+                         description="Brokers to work on (empty: all)"),
         "aws_conn_id": Param("kmigrate_s3", type="string",
                              description="Airflow aws connection (endpoint in the extra)"),
         "session_name": Param("tiered_storage_readiness", type="string",

@@ -25,6 +25,7 @@ SETTLED_CODES = frozenset({"NO_TOPIC_ID", "COMPACTED", "NOTHING_TO_STAGE", "TOPI
 
 class TierParams(BaseModel):
     cluster: str = ""
+    brokers: list[int] = []
     bucket: str
     prefix: str = ""
     aws_conn_id: str = "kmigrate_s3"
@@ -40,7 +41,12 @@ def params_of(raw: dict[str, Any]) -> TierParams:
 
 
 def brokers(raw: dict[str, Any]) -> list[int]:
-    return [b.id for b in load_cluster(raw.get("cluster")).brokers]
+    known = [b.id for b in load_cluster(raw.get("cluster")).brokers]
+    wanted = [int(b) for b in raw.get("brokers") or known]
+    unknown = sorted(set(wanted) - set(known))
+    if unknown:
+        raise ValueError(f"brokers {unknown} are not in the cluster description (brokers: {known})")
+    return wanted
 
 
 def broker_run_id(dag_run_id: str, broker_id: int) -> str:

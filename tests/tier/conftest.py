@@ -9,16 +9,11 @@ inherit the environment of the JVM started later) see them too.
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.moto import MotoServer
 
 FAKE_ACCESS_KEY = "AKIAKMIGRATETESTONLY"
 FAKE_SECRET_KEY = "kmigrate-test-secret-Zq8vT3nW0xY7"  # must never appear in any output
@@ -29,60 +24,6 @@ os.environ["AWS_SECRET_ACCESS_KEY"] = FAKE_SECRET_KEY
 os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
 os.environ.pop("AWS_PROFILE", None)
 os.environ.pop("AWS_SESSION_TOKEN", None)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class MotoServer:
-    def __init__(self, log_path: Path) -> None:
-        self.port = _free_port()
-        self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 20.0) -> None:
-        exe = Path(sys.executable).with_name("moto_server")
-        # Small multipart parts are legal here so tests exercise multipart with tiny segments.
-        env = {**os.environ, "S3_UPLOAD_PART_MIN_SIZE": "256"}
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
-        self.proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(self.port)], stdout=log,
-                                     stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"moto_server exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(self.url + "/moto-api/", timeout=1).read()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("moto_server did not come up")
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                os.kill(self.proc.pid, signal.SIGCONT)  # in case it was frozen
-                self.proc.kill()
-            self.proc.wait(timeout=10)
-            self.proc = None
-
-    def restart(self) -> None:
-        self.kill()
-        self.start()
-
-    def reset(self) -> None:
-        req = urllib.request.Request(self.url + "/moto-api/reset", method="POST")
-        urllib.request.urlopen(req, timeout=5).read()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,70 @@
+"""The report plugin served by a real ``airflow api-server``: the page of a run, its JSON,
+the lookup by DAG run, and refusal of paths outside the report root."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from migration.audit.model import RunReport, UnitResult, UnitStatus
+from migration.audit.store import ReportStore
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_api_server_serves_the_report_of_a_dag_run(airflow_base_env, tmp_path):
+    root = tmp_path / "reports"
+    report = RunReport.start("upgrade", {"target": "v2"}, run_id="demo-run-1", dag_id="message_format_upgrade",
+                             dag_run_id="manual__2026-11-22T00:00:00+00:00")
+    report.add_unit(1, "orders", 0, UnitResult(unit="00000000000000000000.log", status=UnitStatus.OK,
+                                               bytes_before=100, bytes_after=120, records_before=5, records_after=5))
+    report.finish()
+    ReportStore(root).save(report)
+    port = _port()
+    env = {**airflow_base_env, "KMIGRATE_REPORT_ROOT": str(root)}
+    with open(tmp_path / "api.log", "w") as log:
+        proc = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "api-server", "--port", str(port),
+                                 "--host", "127.0.0.1"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    base = f"http://127.0.0.1:{port}/kmigrate-reports"
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                status, _ = _get(base + "/")
+                if status == 200:
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None, (tmp_path / "api.log").read_text()[-3000:]
+            time.sleep(1)
+        status, body = _get(base + "/runs/demo-run-1.json")
+        assert status == 200 and RunReport.from_json(body.decode()).run_id == "demo-run-1"
+        status, body = _get(base + "/runs/demo-run-1")
+        assert status == 200 and b"<svg" in body and b"demo-run-1" in body
+        status, body = _get(base + "/dag-runs/message_format_upgrade/manual__2026-11-22T00%3A00%3A00%2B00%3A00")
+        assert status == 200 and b"demo-run-1" in body
+        for bad in ("/runs/..%2F..%2Fetc%2Fpasswd", "/runs/%2Fetc%2Fpasswd.json", "/runs/nope-run"):
+            status, _ = _get(base + bad)
+            assert status in (400, 404, 422), bad
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=30)
