@@ -62,17 +62,38 @@ def airflow_env(cluster: Path, s3_endpoint: str | None = None) -> dict[str, str]
 
 
 def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path) -> int:
+    """Run one DAG with ``airflow dags test``; print its state and its run report's summary."""
+    from .audit.store import ReportNotFound, ReportStore
+    from .audit.text import print_summary
+
     cmd = [str(Path(sys.executable).parent / "airflow"), "dags", "test", dag_id, "-c", json.dumps(conf)]
-    console.print(f"$ airflow dags test {dag_id} -c '{json.dumps(conf)}'", highlight=False)
+    console.print(f"$ airflow dags test {dag_id} -c '{json.dumps(conf)}'", highlight=False, soft_wrap=True)
     started = time.monotonic()
     with open(log, "w") as f:
         rc = subprocess.call(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, cwd=project_root())
-    tail = log.read_text().splitlines()
-    states = [line for line in tail if "Marking run" in line or "DagRun Finished" in line or "dag_run_state" in line]
-    console.print(f"  exit {rc} in {time.monotonic() - started:.0f}s; log {log}", highlight=False)
-    for line in states[-2:]:
-        console.print("  " + line.strip()[:200], highlight=False)
-    return rc
+    text = log.read_text()
+    state, run_id = "unknown", None
+    for line in text.splitlines():
+        if "DagRun Finished" in line:
+            state = line.split(" state=")[1].split(",")[0] if " state=" in line else state
+            run_id = line.split(" run_id=")[1].split(",")[0] if " run_id=" in line else run_id
+    jobs = text.count("Spark-Submit cmd")
+    color = "green" if state == "success" else "red"
+    console.print(f"  DAG run [{color}]{state}[/{color}] in {time.monotonic() - started:.0f}s, {jobs} Spark job(s) "
+                  f"submitted; log {log}", highlight=False)
+    if run_id:
+        try:
+            report = ReportStore().find_by_dag_run(dag_id, run_id)
+        except ReportNotFound:
+            report = None
+        if report is not None:
+            if report.session:
+                s = report.session
+                console.print(f"  session epoch {s.epoch}: {s.dirty} dirty, {s.deferred} deferred, {s.clean} clean"
+                              f"{' (full rescan)' if s.full_rescan else ''}", highlight=False)
+            print_summary(report, console)
+            console.print(f"  report: {ReportStore().run_dir(report.run_id)}/report.html", highlight=False)
+    return 0 if rc == 0 and state == "success" else 1
 
 
 def main() -> int:
@@ -86,6 +107,8 @@ def main() -> int:
     if demo.exists():
         shutil.rmtree(demo)
     demo.mkdir(parents=True)
+    # Everything the demo writes (runs, reports, backups, sessions) stays under out/demo.
+    os.environ["KMIGRATE_OUT"] = str(demo)
     logs = demo / "logs"
     logs.mkdir()
     failures: list[str] = []
@@ -98,7 +121,7 @@ def main() -> int:
 
     console.print(Rule("2. Inventory and validation"))
     all_dirs = [*sc.log_dirs, sc.controller_dir]
-    print_inventory(scan_inventory(all_dirs))
+    print_inventory(scan_inventory(all_dirs, deep=True))
     res = validate_paths(all_dirs)
     console.print(f"validation: {res.files_checked} files, {res.bytes_checked} bytes, {res.records_checked} records: "
                   + ("clean" if res.ok else f"{len(res.problems)} problems"))
@@ -114,7 +137,7 @@ def main() -> int:
         failures.append("message_format_upgrade")
     res = validate_paths(all_dirs)
     console.print(f"after the upgrade: validation {'clean' if res.ok else 'FOUND PROBLEMS'}")
-    print_inventory(scan_inventory(sc.log_dirs[:1]))
+    print_inventory(scan_inventory(sc.log_dirs[:1], deep=True))
 
     console.print(Rule("4. DAG zero_checkpoint_unification"))
     rc = dags_test("zero_checkpoint_unification", {"cluster": str(sc.description_path), "dry_run": False},
@@ -127,9 +150,11 @@ def main() -> int:
 
     console.print(Rule("6. Run reports"))
     store = ReportStore()
-    for s in store.list_runs()[:30]:
-        console.print(f"{s.run_id:60} {s.kind:16} exit {s.exit_code}  {store.run_dir(s.run_id)}/report.html",
+    for s in store.list_runs():
+        console.print(f"{s.run_id:52} {s.kind:16} exit {s.exit_code}  {store.run_dir(s.run_id)}/report.html",
                       highlight=False)
+    console.print(f"{len(store.list_runs())} reports (JSON and HTML) under {store.root}; also: kmigrate report "
+                  "--list, and the 'Migration report' tab of each DAG run in the Airflow UI")
     if failures:
         console.print(f"[red]demo steps that failed: {failures}[/red]")
         return 1
