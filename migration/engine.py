@@ -17,6 +17,8 @@ import importlib
 import json
 import logging
 import os
+import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -108,9 +110,13 @@ def spark_session(master: str | None = None, app_name: str = "kmigrate"):  # noq
         return active
     os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON") or _python())
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", _python())
+    builder = SparkSession.builder
+    if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # Under spark-submit (which sets the gateway port) the launcher's --master decides:
+        # setting one here would silently turn a cluster job into a local one.
+        builder = builder.master(master or os.environ.get("KMIGRATE_SPARK_MASTER", "local[*]"))
     builder = (
-        SparkSession.builder.master(master or os.environ.get("KMIGRATE_SPARK_MASTER", "local[*]"))
-        .appName(app_name)
+        builder.appName(app_name)
         .config("spark.speculation", "false")  # a unit rewrites files: never run it twice at once
         .config("spark.ui.enabled", "false")
         .config("spark.task.maxFailures", "2")
@@ -129,9 +135,10 @@ def _python() -> str:
 class SparkEngine:
     name = "spark"
 
-    def __init__(self, master: str | None = None, spark: Any = None) -> None:
+    def __init__(self, master: str | None = None, spark: Any = None, progress_interval: float = 10.0) -> None:
         self.master = master
         self._spark = spark
+        self.progress_interval = progress_interval
 
     def run(self, units: Iterable[Unit], options: dict[str, Any], progress: Progress | None = None
             ) -> list[dict[str, Any]]:
@@ -142,13 +149,52 @@ class SparkEngine:
         sc = spark.sparkContext
         opts = json.dumps(options, default=str)
         payload = [u.model_dump_json() for u in units]
+        group = f"kmigrate-{os.getpid()}-{time.monotonic_ns()}"
         # One slice per unit: each task is one segment (or dir), retried alone if it fails.
         rdd = sc.parallelize(payload, numSlices=len(payload))
-        results = [json.loads(r) for r in rdd.map(lambda s: _execute_json(s, opts)).collect()]
+        box: dict[str, Any] = {}
+
+        def collect() -> None:
+            sc.setJobGroup(group, f"kmigrate: {len(payload)} units")
+            try:
+                box["results"] = rdd.map(lambda s: _execute_json(s, opts)).collect()
+            except BaseException as exc:  # re-raised in the caller's thread
+                box["error"] = exc
+
+        worker = threading.Thread(target=collect, name="kmigrate-spark-collect", daemon=True)
+        worker.start()
+        total_bytes = sum(u.size for u in units)
+        last_done = -1
+        # Progress lines while the job runs: Airflow's SparkSubmitOperator streams them into
+        # the task log, and the CLI turns them into its progress bar.
+        while worker.is_alive():
+            worker.join(self.progress_interval)
+            done = _completed_tasks(sc, group)
+            if done != last_done:
+                last_done = done
+                log.info("progress: %d/%d units done (%d bytes planned)", done, len(payload), total_bytes)
+                print(f"kmigrate progress: {done}/{len(payload)} units", file=sys.stderr, flush=True)
+                if progress:
+                    progress(done, len(payload), {})
+        if "error" in box:
+            raise box["error"]
+        results = [json.loads(r) for r in box["results"]]
         if progress:
-            for i, r in enumerate(results):
-                progress(i + 1, len(results), r)
+            progress(len(results), len(results), results[-1])
         return results
+
+
+def _completed_tasks(sc: Any, group: str) -> int:
+    """Tasks finished so far in the job group (Spark's status tracker: no listener needed)."""
+    tracker = sc.statusTracker()
+    done = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in (job.stageIds if job else []):
+            stage = tracker.getStageInfo(stage_id)
+            if stage:
+                done += stage.numCompletedTasks
+    return done
 
 
 def get_engine(name: str, *, master: str | None = None, spark: Any = None) -> InlineEngine | SparkEngine:

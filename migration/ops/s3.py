@@ -331,3 +331,17 @@ class S3Hook:
             self.client.delete_object(Bucket=self.bucket, Key=key)
         except Exception as exc:
             log.warning("could not delete %s: %s", key, exc)
+
+
+class S3ReportSink:
+    """A report store sink: copies each run report (JSON, HTML, summary) to the bucket under
+    ``<prefix>kmigrate-reports/<run id>/`` so auditors find it beside the data it describes."""
+
+    def __init__(self, settings: S3Settings, bucket: str, prefix: str = "") -> None:
+        self.client = make_client(resolve_settings(settings))
+        self.bucket = bucket
+        self.prefix = f"{prefix}kmigrate-reports/"
+
+    def put(self, key: str, data: bytes, content_type: str) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data, ContentType=content_type,
+                               ChecksumCRC32C=crc32c_b64(data))

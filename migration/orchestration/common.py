@@ -59,9 +59,11 @@ def spark_env() -> dict[str, str]:
 
 
 def merge_reports(kind: RunKind | str, run_ids: list[str], *, run_id: str, params: dict[str, Any],
-                  dag_id: str | None = None, dag_run_id: str | None = None) -> RunReport:
-    """One report for the DAG run: every broker's units, plans, warnings, errors, refusals."""
-    store = ReportStore()
+                  dag_id: str | None = None, dag_run_id: str | None = None,
+                  store: ReportStore | None = None) -> RunReport:
+    """One report for the DAG run: every broker's units, plans, warnings, errors, refusals;
+    saved in ``store`` (with its sinks, such as the bucket)."""
+    store = store or ReportStore()
     merged = RunReport.start(kind, params, run_id=run_id, dag_id=dag_id, dag_run_id=dag_run_id)
     for rid in run_ids:
         try:

@@ -161,9 +161,16 @@ def finish(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, An
 
 def final_report(raw: dict[str, Any], dag_id: str, dag_run_id: str) -> RunReport:
     # Every broker must have left a report: a missing one is an error in the merged report.
+    from ..ops.s3 import S3ReportSink, s3_settings_from_airflow_connection
+
+    p = params_of(raw)
     steps = [broker_run_id(dag_run_id, b) for b in brokers(raw)]
+    # The bucket is configured: the report also goes beside the data it accounts for.
+    sinks = [] if p.dry_run else [S3ReportSink(s3_settings_from_airflow_connection(p.aws_conn_id), p.bucket,
+                                               p.prefix)]
     return merge_reports(RunKind.TIER_PREPARE, steps, run_id=run_id_for(dag_run_id),
-                         params=params_of(raw).model_dump(mode="json"), dag_id=dag_id, dag_run_id=dag_run_id)
+                         params=p.model_dump(mode="json"), dag_id=dag_id, dag_run_id=dag_run_id,
+                         store=ReportStore(sinks=sinks))
 
 
 def blocking_failures(report: RunReport) -> list[str]:

@@ -52,6 +52,8 @@ def test_second_scheduled_run_finds_nothing_dirty_and_submits_no_spark(tier_env,
                                            aws_access_key_id="k", aws_secret_access_key=SECRET)
             .list_objects_v2(Bucket="tiered-dag-test")["Contents"]]
     assert any(k.endswith(".rsm-manifest") for k in keys) and any("events-v2-" in k for k in keys)
+    # each DAG run's report went to the bucket too
+    assert sum(1 for k in keys if k.startswith("kmigrate-reports/") and k.endswith("/report.json")) == 2
     for p in [tmp_path / "run1.log", tmp_path / "run2.log", *(tmp_path / "out").rglob("*.json")]:
         assert SECRET not in p.read_text(errors="replace"), p
 

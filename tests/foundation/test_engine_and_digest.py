@@ -49,7 +49,11 @@ def test_spark_engine_runs_units_in_executors(spark):
     # module with addPyFile.
     spark.sparkContext.addPyFile(str(Path(__file__).with_name("spark_echo_units.py")))
     options = {"factor": 3, "unit_functions": {"test-echo": "spark_echo_units:echo_unit"}}
-    out = get_engine("spark", spark=spark).run([_unit(i) for i in range(4)], options)
+    seen: list[tuple[int, int]] = []
+    engine = get_engine("spark", spark=spark)
+    engine.progress_interval = 0.05
+    out = engine.run([_unit(i) for i in range(4)], options, progress=lambda d, t, r: seen.append((d, t)))
+    assert seen and seen[-1] == (4, 4) and all(t == 4 and 0 <= d <= 4 for d, t in seen)
     assert [r["unit_id"] for r in out] == ["u0", "u1", "u2", "u3"]
     assert [r["status"] for r in out] == ["ok"] * 4
     assert [r["factor"] for r in out] == [0, 3, 6, 9]
