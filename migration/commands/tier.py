@@ -64,8 +64,11 @@ def tier_prepare(
                           path_style=path_style, profile=profile, part_size=part_size,
                           multipart_threshold=multipart_threshold, snapshots_only=snapshots_only, dry_run=dry_run,
                           metadata_log_dirs=meta_dirs, compacted_topics=compacted)
-    report = execute_tier([str(d) for d in log_dirs], options=options, engine=engine, run_id=run_id, master=master,
-                          broker_id=broker_id)
+    from ._progress import unit_progress
+
+    with unit_progress("tier-prepare", console) as progress:
+        report = execute_tier([str(d) for d in log_dirs], options=options, engine=engine, run_id=run_id,
+                              master=master, broker_id=broker_id, progress=progress)
     if report.refusal:
         err_console.print(f"[red]refused:[/red] {report.refusal}")
     for _bid, topic, partition, u in report.problem_units():

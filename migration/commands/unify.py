@@ -34,7 +34,11 @@ def unify_bootstrap(
     eng: Literal["spark", "inline"] = "spark" if engine == "spark" else "inline"
     opts = UnifyOptions(backup_root=str(backup_root) if backup_root else None, dry_run=dry_run,
                         retire_stray=bool(retire_stray), stray_log_dirs=[str(p) for p in retire_stray or []])
-    report = execute_unify(list(metadata_log_dirs), options=opts, engine=eng, run_id=run_id, master=master)
+    from ._progress import unit_progress
+
+    with unit_progress("unify-bootstrap", err_console if as_json else console) as progress:
+        report = execute_unify(list(metadata_log_dirs), options=opts, engine=eng, run_id=run_id, master=master,
+                               progress=progress)
     if as_json:
         print(report.to_json(), end="")
         raise typer.Exit(report.exit_code())

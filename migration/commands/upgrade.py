@@ -12,7 +12,8 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ._progress import unit_progress
 
 console = Console()
 
@@ -62,13 +63,7 @@ def upgrade(
     options = UpgradeOptions(target=to.value, stamp_v0_with_mtime=stamp_v0_with_mtime, force=force,
                              dry_run=dry_run, backup_root=str(backup_root) if backup_root else None,
                              segment_bytes=segment_bytes, max_message_bytes=max_message_bytes)
-    with Progress(TextColumn("[bold]upgrade"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:
-        task = bar.add_task("segments", total=None)
-
-        def progress(done: int, total: int, result: dict[str, Any]) -> None:
-            bar.update(task, completed=done, total=total)
-
+    with unit_progress("upgrade", console) as progress:
         report = execute_upgrade([str(d) for d in log_dirs], options=options, engine=engine.value,
                                  run_id=run_id, master=master if engine is EngineName.SPARK else None,
                                  progress=progress)

@@ -50,7 +50,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..audit.model import Finding, FormatVersions, OffsetRange, RunKind, RunReport, UnitResult, UnitStatus, UnitType
-from ..engine import Unit, get_engine
+from ..engine import Progress, Unit, get_engine
 from ..formats import names
 from ..formats.checkpoint_files import EpochEntry, segment_leader_epochs
 from ..formats.errors import KafkaFormatError
@@ -598,7 +598,8 @@ def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
 
 def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions, engine: str = "inline",
                  run_id: str | None = None, master: str | None = None, spark: Any = None,
-                 broker_id: int | None = None, only_partitions: list[str] | None = None) -> RunReport:
+                 broker_id: int | None = None, only_partitions: list[str] | None = None,
+                 progress: Progress | None = None) -> RunReport:
     """prepare → run units on the engine → finalize. A refusal yields a report with exit code 3."""
     from ..audit.model import new_run_id
 
@@ -613,10 +614,10 @@ def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions
     units, opts = rd.read_job()
     eng = get_engine(engine, master=master, spark=spark)
     if options.dry_run:
-        results = eng.run(units, opts)
+        results = eng.run(units, opts, progress)
     else:
         # Hold the log dirs' locks while snapshots are written: a broker started by mistake refuses.
         with holding_locks(list(log_dirs)):
-            results = eng.run(units, opts)
+            results = eng.run(units, opts, progress)
     rd.write_results(results)
     return finalize_tier(rid)

@@ -40,7 +40,7 @@ from pydantic import BaseModel, Field
 
 from ..audit.model import Finding, RunKind, RunReport, UnitResult, UnitStatus, UnitType, new_run_id, utcnow
 from ..digest import RecordDigester
-from ..engine import Unit, get_engine
+from ..engine import Progress, Unit, get_engine
 from ..formats import names
 from ..formats.errors import KafkaFormatError
 from ..formats.file_records import iterate_batches
@@ -857,7 +857,7 @@ def finalize_unify(run_id: str, *, save: bool = True) -> RunReport:
 
 def execute_unify(metadata_log_dirs: list[str | os.PathLike[str]], *, options: UnifyOptions | None = None,
                   engine: str = "inline", run_id: str | None = None, master: str | None = None,
-                  spark: Any = None) -> RunReport:
+                  spark: Any = None, progress: Progress | None = None) -> RunReport:
     """prepare -> run units on the engine -> finalize. A refusal gives a report with exit code 3."""
     opts = options or UnifyOptions()
     rid = run_id or new_run_id(RunKind.UNIFY_BOOTSTRAP)
@@ -879,6 +879,6 @@ def execute_unify(metadata_log_dirs: list[str | os.PathLike[str]], *, options: U
     prep["engine"] = engine
     rd.write_prepare(prep)
     units, job_options = rd.read_job()
-    results = get_engine(engine, master=master, spark=spark).run(units, job_options)
+    results = get_engine(engine, master=master, spark=spark).run(units, job_options, progress)
     rd.write_results(results)
     return finalize_unify(rid)
