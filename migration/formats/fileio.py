@@ -74,6 +74,20 @@ def atomic_write(
         fsync_dir(target.parent)
 
 
+def write_and_fsync(path: StrPath, data: BytesLike, *, exclusive: bool) -> None:
+    """Write ``data`` to ``path`` and fsync it. ``exclusive`` fails if the file exists (a
+    temporary name nobody else may hold); otherwise it is truncated."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fd = os.open(os.fspath(path), flags, 0o644)
+    try:
+        view = memoryview(data).cast("B")
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def read_bytes(path: StrPath) -> bytes:
     with open(path, "rb") as f:
         return f.read()

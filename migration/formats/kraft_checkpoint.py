@@ -34,7 +34,7 @@ from .control_records import (
 )
 from .errors import CorruptCheckpointError, KafkaFormatError
 from .file_records import iterate_batches
-from .fileio import fsync_dir
+from .fileio import fsync_dir, write_and_fsync
 from .metadata_records import MetadataRecord, decode_metadata_record
 from .model import MAGIC_V2, Compression, Record
 from .record_batch import RECORD_BATCH_OVERHEAD, RecordBatch, build_record_batch, encode_record
@@ -236,15 +236,8 @@ def write_bootstrap_checkpoint(directory: str | os.PathLike[str], data: bytes) -
 
 
 def _write_then_rename(tmp: Path, final: Path, data: bytes, *, read_only: bool) -> None:
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_and_fsync(tmp, data, exclusive=True)
         if read_only:
             os.chmod(tmp, 0o444)
         os.replace(tmp, final)

@@ -56,23 +56,8 @@ def decode_varlong(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
 
 
 def _decode_varint_slow(buf: bytes | memoryview, pos: int, max_bytes: int) -> tuple[int, int]:
-    u = 0
-    shift = 0
-    start = pos
-    end = len(buf)
-    while True:
-        if pos >= end:
-            raise TruncatedError("varint cut short", position=start, expected="more varint bytes")
-        b = buf[pos]
-        pos += 1
-        u |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (u >> 1) ^ -(u & 1), pos
-        shift += 7
-        if pos - start >= max_bytes:
-            raise CorruptRecordError(
-                "varint is too long", position=start, expected=f"at most {max_bytes} bytes"
-            )
+    u, pos = decode_unsigned_varint(buf, pos, max_bytes)
+    return (u >> 1) ^ -(u & 1), pos
 
 
 def decode_unsigned_varint(buf: bytes | memoryview, pos: int, max_bytes: int = 5) -> tuple[int, int]:

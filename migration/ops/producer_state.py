@@ -239,17 +239,10 @@ def ensure_segment_snapshots(
 def _write_new(target: Path, data: bytes) -> None:
     """Temporary name, fsync, then a link to the final name that fails if it exists (a rename
     would silently replace a snapshot that appeared meanwhile), then fsync the directory."""
-    from ..formats.fileio import fsync_dir
+    from ..formats.fileio import fsync_dir, write_and_fsync
 
     tmp = target.with_name(target.name + ".kmigrate" + names.TMP_FILE_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_and_fsync(tmp, data, exclusive=False)
     try:
         os.link(tmp, target)
     finally:
