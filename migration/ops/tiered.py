@@ -169,7 +169,7 @@ def prepare_tier(log_dirs: list[str | os.PathLike[str]], *, run_id: str, options
                        f"{image.topic_ids[p.topic]}: a recreated topic's leftover directory?", "TOPIC_ID_CONFLICT")
                 continue
             if p.topic in compacted or image.is_compacted(p.topic):
-                refuse("compacted topic: Kafka does not tier compacted topics", "COMPACTED", UnitStatus.SKIPPED)
+                refuse("compacted topic: Kafka does not tier compacted topics", "COMPACTED")
                 continue
             corrupt = _corrupt_reason(p)
             if corrupt:

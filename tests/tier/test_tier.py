@@ -178,7 +178,7 @@ def test_layout_manifest_and_indexes_object_by_object(sample_cluster, s3):
         topic, partition = name.rsplit("-", 1)
         assert not [k for k in objects if f"/{partition}/{bases[-1]:020d}-" in k and f"{topic}-" in k]
     assert multipart > 0, "no segment went through a multipart upload"
-    # Nothing else was staged: the legacy partitions have no leader epochs, compacted is skipped.
+    # Nothing else was staged: the legacy partitions have no leader epochs, compacted ones are not ready.
     assert set(objects) == seen
     uploads = s3.client().list_multipart_uploads(Bucket=s3.bucket).get("Uploads", [])
     assert uploads == []
@@ -451,3 +451,15 @@ def test_settings_from_airflow_connection_keep_the_secret_out_of_dumps(monkeypat
     assert st.secret_access_key is not None and st.secret_access_key.get_secret_value() == FAKE_SECRET_KEY
     assert FAKE_SECRET_KEY not in st.model_dump_json() + repr(st)
     assert st.aws_conn_id == "kmigrate_s3"
+
+
+def test_compacted_topic_is_reported_not_ready(sample_cluster, s3):
+    """Kafka does not tier compacted topics: reported with the reason, and the run exits 1."""
+    from migration.ops.tiered import execute_tier
+
+    broker = next(b for b, d in sample_cluster.broker_log_dirs.items() if (d / "users-compacted-0").is_dir())
+    report = execute_tier([str(sample_cluster.broker_log_dirs[broker])], options=_options(s3, sample_cluster),
+                          only_partitions=["users-compacted-0"])
+    units = [u for _, topic, _, u in report.iter_units() if topic == "users-compacted"]
+    assert units and all(u.status.value == "failed" and u.errors[0].code == "COMPACTED" for u in units)
+    assert report.exit_code() == 1
