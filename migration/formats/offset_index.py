@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import bisect
 import struct
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple, Self
 
 from .errors import CorruptIndexError, InvalidFileNameError
 from .fileio import BytesLike, StrPath, atomic_write, offset_from_path, read_bytes
@@ -70,42 +71,32 @@ def preallocated_entry_count(data_len: int, entry_size: int, relative_offsets: I
     return data_len // entry_size
 
 
-class OffsetIndex:
-    """The offset index of one segment: sorted (absolute offset, position) entries."""
+class IndexFile(ABC):
+    """What the offset and time index share, as Kafka's ``AbstractIndex`` does: fixed-size
+    entries relative to the segment's base offset, a preallocated zero-filled tail recognised
+    on read, the file length for the sanity checks, and the trimmed crash-safe write.
+    Subclasses give ``ENTRY``, ``FILE_SUFFIX``, ``OFFSET_FIELD`` (where the relative offset is
+    in an unpacked entry) and ``_load``."""
 
-    ENTRY_SIZE = _ENTRY.size
+    ENTRY: ClassVar[struct.Struct]
+    ENTRY_SIZE: ClassVar[int]
+    FILE_SUFFIX: ClassVar[str]
+    OFFSET_FIELD: ClassVar[int]
 
-    def __init__(
-        self,
-        base_offset: int,
-        entries: Iterable[tuple[int, int]] = (),
-        *,
-        max_index_size: int | None = None,
-    ) -> None:
+    def __init__(self, base_offset: int, *, max_index_size: int | None = None) -> None:
         check_base_offset(base_offset)
         self.base_offset = base_offset
         # Capacity from segment.index.bytes; None = unbounded (an offline rebuild has no mmap).
         self.max_entries = None if max_index_size is None else max_index_size // self.ENTRY_SIZE
         self._offsets: list[int] = []
-        self._positions: list[int] = []
         # Set when the index comes from a file: what sanity_check inspects, and where errors point.
         self.path: str | None = None
         self.file_length: int | None = None
         self.ignored_tail_entries = 0
-        for offset, position in entries:
-            self.append(offset, position)
-
-    # -- reading -------------------------------------------------------------------------
 
     @classmethod
-    def from_bytes(
-        cls,
-        data: BytesLike,
-        base_offset: int,
-        *,
-        path: StrPath | None = None,
-        strict: bool = True,
-    ) -> OffsetIndex:
+    def from_bytes(cls, data: BytesLike, base_offset: int, *, path: StrPath | None = None,
+                   strict: bool = True) -> Self:
         """Parse an index file's bytes.
 
         ``strict`` runs :meth:`sanity_check` (Kafka's rule) and :meth:`check_order` (what
@@ -116,32 +107,80 @@ class OffsetIndex:
         index.path = None if path is None else str(path)
         index.file_length = len(view)
         whole = view[: len(view) - len(view) % cls.ENTRY_SIZE]
-        count = preallocated_entry_count(len(whole), cls.ENTRY_SIZE, (e[0] for e in _ENTRY.iter_unpack(whole)))
-        index.ignored_tail_entries = len(whole) // cls.ENTRY_SIZE - count
-        for rel, position in _ENTRY.iter_unpack(whole[: count * cls.ENTRY_SIZE]):
-            index._offsets.append(base_offset + rel)
-            index._positions.append(position)
+        unpacked = list(cls.ENTRY.iter_unpack(whole))
+        count = preallocated_entry_count(len(whole), cls.ENTRY_SIZE, (e[cls.OFFSET_FIELD] for e in unpacked))
+        index.ignored_tail_entries = len(unpacked) - count
+        index._load(unpacked[:count])
         if strict:
             index.sanity_check()
             index.check_order()
         return index
 
     @classmethod
-    def read(cls, path: StrPath, base_offset: int | None = None, *, strict: bool = True) -> OffsetIndex:
-        """Read ``<base offset>.index``; the base offset comes from the file name unless given."""
-        named = offset_from_path(path, INDEX_FILE_SUFFIX)
-        if base_offset is None:
-            base_offset = named
-        return cls.from_bytes(read_bytes(path), base_offset, path=path, strict=strict)
+    def read(cls, path: StrPath, base_offset: int | None = None, *, strict: bool = True) -> Self:
+        """Read ``<base offset><suffix>``; the base offset comes from the file name unless given."""
+        named = offset_from_path(path, cls.FILE_SUFFIX)
+        return cls.from_bytes(read_bytes(path), named if base_offset is None else base_offset, path=path,
+                              strict=strict)
+
+    @abstractmethod
+    def _load(self, entries: list[tuple[int, int]]) -> None: ...
+
+    @abstractmethod
+    def sanity_check(self) -> None: ...
+
+    @abstractmethod
+    def check_order(self) -> None: ...
+
+    @abstractmethod
+    def to_bytes(self) -> bytes: ...
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_offset={self.base_offset}, entries={len(self)})"
+
+    def _length(self) -> int:
+        return len(self) * self.ENTRY_SIZE if self.file_length is None else self.file_length
+
+    def write(self, path: StrPath, *, tmp_suffix: str = TMP_FILE_SUFFIX) -> None:
+        """Write the trimmed index crash-safely; the name must carry this base offset."""
+        check_file_name(path, self.FILE_SUFFIX, self.base_offset)
+        atomic_write(path, self.to_bytes(), tmp_suffix=tmp_suffix)
+
+
+class OffsetIndex(IndexFile):
+    """The offset index of one segment: sorted (absolute offset, position) entries."""
+
+    ENTRY = _ENTRY
+    ENTRY_SIZE = _ENTRY.size
+    FILE_SUFFIX = INDEX_FILE_SUFFIX
+    OFFSET_FIELD = 0
+
+    def __init__(
+        self,
+        base_offset: int,
+        entries: Iterable[tuple[int, int]] = (),
+        *,
+        max_index_size: int | None = None,
+    ) -> None:
+        super().__init__(base_offset, max_index_size=max_index_size)
+        self._positions: list[int] = []
+        for offset, position in entries:
+            self.append(offset, position)
+
+    def _load(self, entries: list[tuple[int, int]]) -> None:
+        base = self.base_offset
+        for rel, position in entries:
+            self._offsets.append(base + rel)
+            self._positions.append(position)
 
     # -- queries -------------------------------------------------------------------------
 
     @property
     def entries(self) -> tuple[OffsetPosition, ...]:
         return tuple(OffsetPosition(o, p) for o, p in zip(self._offsets, self._positions, strict=True))
-
-    def __len__(self) -> int:
-        return len(self._offsets)
 
     def __iter__(self) -> Iterator[OffsetPosition]:
         return iter(self.entries)
@@ -154,9 +193,6 @@ class OffsetIndex:
             other._offsets,
             other._positions,
         )
-
-    def __repr__(self) -> str:
-        return f"OffsetIndex(base_offset={self.base_offset}, entries={len(self)})"
 
     @property
     def last_offset(self) -> int:
@@ -196,9 +232,6 @@ class OffsetIndex:
         del self._offsets[i:], self._positions[i:]
 
     # -- validation ----------------------------------------------------------------------
-
-    def _length(self) -> int:
-        return len(self) * self.ENTRY_SIZE if self.file_length is None else self.file_length
 
     def sanity_check(self) -> None:
         """Kafka's ``OffsetIndex.sanityCheck`` (§3.9)."""
@@ -252,10 +285,6 @@ class OffsetIndex:
             _ENTRY.pack_into(out, i * self.ENTRY_SIZE, offset - base, position)
         return bytes(out)
 
-    def write(self, path: StrPath, *, tmp_suffix: str = TMP_FILE_SUFFIX) -> None:
-        """Write the trimmed index crash-safely; the name must carry this base offset."""
-        check_file_name(path, INDEX_FILE_SUFFIX, self.base_offset)
-        atomic_write(path, self.to_bytes(), tmp_suffix=tmp_suffix)
 
 
 def check_file_name(path: StrPath, suffix: str, base_offset: int) -> None:

@@ -20,16 +20,8 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from .errors import CorruptIndexError
-from .fileio import BytesLike, StrPath, atomic_write, offset_from_path, read_bytes
-from .names import TIME_INDEX_FILE_SUFFIX, TMP_FILE_SUFFIX
-from .offset_index import (
-    IndexFullError,
-    InvalidOffsetError,
-    check_base_offset,
-    check_file_name,
-    preallocated_entry_count,
-    relative_offset,
-)
+from .names import TIME_INDEX_FILE_SUFFIX
+from .offset_index import IndexFile, IndexFullError, InvalidOffsetError, relative_offset
 
 NO_TIMESTAMP = -1
 INT64_MIN = -(1 << 63)
@@ -43,10 +35,13 @@ class TimestampOffset(NamedTuple):
     offset: int  # absolute offset
 
 
-class TimeIndex:
+class TimeIndex(IndexFile):
     """The time index of one segment."""
 
+    ENTRY = _ENTRY
     ENTRY_SIZE = _ENTRY.size
+    FILE_SUFFIX = TIME_INDEX_FILE_SUFFIX
+    OFFSET_FIELD = 1
 
     def __init__(
         self,
@@ -55,14 +50,8 @@ class TimeIndex:
         *,
         max_index_size: int | None = None,
     ) -> None:
-        check_base_offset(base_offset)
-        self.base_offset = base_offset
-        self.max_entries = None if max_index_size is None else max_index_size // self.ENTRY_SIZE
+        super().__init__(base_offset, max_index_size=max_index_size)
         self._timestamps: list[int] = []
-        self._offsets: list[int] = []
-        self.path: str | None = None
-        self.file_length: int | None = None
-        self.ignored_tail_entries = 0
         for timestamp, offset in entries:
             if not self.maybe_append(timestamp, offset):
                 # A constructor argument that would be silently dropped is a caller bug.
@@ -70,49 +59,17 @@ class TimeIndex:
                     f"entry ({timestamp}, {offset}) does not increase the timestamp of the last entry"
                 )
 
-    # -- reading -------------------------------------------------------------------------
-
-    @classmethod
-    def from_bytes(
-        cls,
-        data: BytesLike,
-        base_offset: int,
-        *,
-        path: StrPath | None = None,
-        strict: bool = True,
-    ) -> TimeIndex:
-        """Parse a time index file's bytes; ``strict`` runs :meth:`sanity_check` and
-        :meth:`check_order`."""
-        view = memoryview(data).cast("B")
-        index = cls(base_offset)
-        index.path = None if path is None else str(path)
-        index.file_length = len(view)
-        whole = view[: len(view) - len(view) % cls.ENTRY_SIZE]
-        count = preallocated_entry_count(len(whole), cls.ENTRY_SIZE, (e[1] for e in _ENTRY.iter_unpack(whole)))
-        index.ignored_tail_entries = len(whole) // cls.ENTRY_SIZE - count
-        for timestamp, rel in _ENTRY.iter_unpack(whole[: count * cls.ENTRY_SIZE]):
-            index._timestamps.append(timestamp)
-            index._offsets.append(base_offset + rel)
-        if strict:
-            index.sanity_check()
-            index.check_order()
-        return index
-
-    @classmethod
-    def read(cls, path: StrPath, base_offset: int | None = None, *, strict: bool = True) -> TimeIndex:
-        named = offset_from_path(path, TIME_INDEX_FILE_SUFFIX)
-        if base_offset is None:
-            base_offset = named
-        return cls.from_bytes(read_bytes(path), base_offset, path=path, strict=strict)
+    def _load(self, entries: list[tuple[int, int]]) -> None:
+        base = self.base_offset
+        for timestamp, rel in entries:
+            self._timestamps.append(timestamp)
+            self._offsets.append(base + rel)
 
     # -- queries -------------------------------------------------------------------------
 
     @property
     def entries(self) -> tuple[TimestampOffset, ...]:
         return tuple(TimestampOffset(t, o) for t, o in zip(self._timestamps, self._offsets, strict=True))
-
-    def __len__(self) -> int:
-        return len(self._offsets)
 
     def __iter__(self) -> Iterator[TimestampOffset]:
         return iter(self.entries)
@@ -125,9 +82,6 @@ class TimeIndex:
             other._timestamps,
             other._offsets,
         )
-
-    def __repr__(self) -> str:
-        return f"TimeIndex(base_offset={self.base_offset}, entries={len(self)})"
 
     @property
     def last_entry(self) -> TimestampOffset:
@@ -181,9 +135,6 @@ class TimeIndex:
         del self._timestamps[i:], self._offsets[i:]
 
     # -- validation ----------------------------------------------------------------------
-
-    def _length(self) -> int:
-        return len(self) * self.ENTRY_SIZE if self.file_length is None else self.file_length
 
     def sanity_check(self) -> None:
         """Kafka's ``TimeIndex.sanityCheck`` (§3.9)."""
@@ -245,7 +196,3 @@ class TimeIndex:
         for i, (timestamp, offset) in enumerate(zip(self._timestamps, self._offsets, strict=True)):
             _ENTRY.pack_into(out, i * self.ENTRY_SIZE, timestamp, offset - base)
         return bytes(out)
-
-    def write(self, path: StrPath, *, tmp_suffix: str = TMP_FILE_SUFFIX) -> None:
-        check_file_name(path, TIME_INDEX_FILE_SUFFIX, self.base_offset)
-        atomic_write(path, self.to_bytes(), tmp_suffix=tmp_suffix)
