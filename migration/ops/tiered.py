@@ -297,9 +297,10 @@ def _stage_segment(hook: S3Hook | None, ctx: _StageContext, plan: _SegmentPlan, 
     entries = [EpochEntry(e, o) for e, o in ctx.epochs]
     epochs = segment_leader_epochs(entries, plan.base, plan.next_offset)
     if not epochs:
-        raise _NotStageable("NO_LEADER_EPOCH", f"no leader epoch covers [{plan.base}, {plan.next_offset}): "
-                            "Kafka keeps no leader-epoch cache for message format v0/v1 data (upgrade it to v2 "
-                            "first) and RemoteLogSegmentMetadata requires a non-empty epoch map")
+        raise _NotStageable("NO_LEADER_EPOCH", f"no leader epoch covers [{plan.base}, {plan.next_offset}): the "
+                            "partition's leader-epoch-checkpoint has no entry at or below this segment (data written "
+                            "as message format v0/v1 carries none, also once rewritten as v2) and "
+                            "RemoteLogSegmentMetadata requires a non-empty epoch map")
     offset_index = _read_optional(pdir / (prefix + names.INDEX_FILE_SUFFIX))
     time_index = _read_optional(pdir / (prefix + names.TIME_INDEX_FILE_SUFFIX))
     snapshot = _read_optional(pdir / names.producer_snapshot_file_name(plan.next_offset))
