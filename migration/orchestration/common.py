@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..audit.model import RUN_ID_RE, RunKind, RunReport
+from ..audit.model import RUN_ID_RE, ProgressPoint, RunKind, RunReport
 from ..audit.store import ReportNotFound, ReportStore
 from ..cluster import ClusterDescription
 from ..paths import project_root
@@ -65,6 +65,7 @@ def merge_reports(kind: RunKind | str, run_ids: list[str], *, run_id: str, param
     saved in ``store`` (with its sinks, such as the bucket)."""
     store = store or ReportStore()
     merged = RunReport.start(kind, params, run_id=run_id, dag_id=dag_id, dag_run_id=dag_run_id)
+    events: list[tuple] = []  # (time, units done, bytes done) increments of every step's timeline
     for rid in run_ids:
         try:
             r = store.load(rid)
@@ -78,7 +79,12 @@ def merge_reports(kind: RunKind | str, run_ids: list[str], *, run_id: str, param
         for b in r.brokers:
             for p in b.partitions:
                 for u in p.units:
-                    merged.add_unit(b.broker_id, p.topic, p.partition, u, track_progress=True)
+                    merged.add_unit(b.broker_id, p.topic, p.partition, u, track_progress=False)
+        prev_units = prev_bytes = 0
+        for pt in r.timeline:
+            if pt.units_done != prev_units or pt.bytes_done != prev_bytes:
+                events.append((pt.at, pt.units_done - prev_units, pt.bytes_done - prev_bytes))
+            prev_units, prev_bytes = pt.units_done, pt.bytes_done
         merged.warnings.extend(r.warnings)
         merged.errors.extend(r.errors)
         if r.refusal:
@@ -87,6 +93,14 @@ def merge_reports(kind: RunKind | str, run_ids: list[str], *, run_id: str, param
             merged.session = r.session
         if r.formats and merged.formats.source_magic is None:
             merged.formats = r.formats
+    # Progress over the DAG run as the steps made it (canary first, then each broker).
+    units_done = bytes_done = 0
+    merged.timeline = [ProgressPoint(at=merged.started_at, units_done=0, bytes_done=0)]
+    for at, du, db in sorted(events, key=lambda e: e[0]):
+        units_done += du
+        bytes_done += db
+        merged.timeline.append(ProgressPoint(at=max(at, merged.started_at), units_done=max(units_done, 0),
+                                             bytes_done=max(bytes_done, 0)))
     merged.finish()
     store.save(merged)
     return merged
