@@ -119,32 +119,9 @@ def validate_segment(
     time_path = Path(str(prefix) + names.TIME_INDEX_FILE_SUFFIX)
     txn_path = Path(str(prefix) + names.TXN_INDEX_FILE_SUFFIX)
 
-    offset_entries: list[tuple[int, int]] = []
-    time_entries: list[tuple[int, int]] = []
-    if index_path.exists():
-        try:
-            idx = OffsetIndex.read(index_path, base, strict=True)
-            offset_entries = [(e.offset, e.position) for e in idx.entries]
-            res.files_checked += 1
-        except KafkaFormatError as exc:
-            res.add_error(exc, "index-corrupt", partition, index_path)
-        except ValueError as exc:
-            res.add("error", "index-corrupt", index_path, str(exc), partition=partition)
-    if time_path.exists():
-        try:
-            tidx = TimeIndex.read(time_path, base, strict=True)
-            time_entries = [(e.timestamp, e.offset) for e in tidx.entries]
-            res.files_checked += 1
-        except KafkaFormatError as exc:
-            res.add_error(exc, "timeindex-corrupt", partition, time_path)
-        except ValueError as exc:
-            res.add("error", "timeindex-corrupt", time_path, str(exc), partition=partition)
-    if txn_path.exists():
-        try:
-            TransactionIndex.read(txn_path, base, strict=True)
-            res.files_checked += 1
-        except KafkaFormatError as exc:
-            res.add_error(exc, "txnindex-corrupt", partition, txn_path)
+    offset_entries = _index_entries(OffsetIndex, index_path, base, "index-corrupt", res, partition)
+    time_entries = _index_entries(TimeIndex, time_path, base, "timeindex-corrupt", res, partition)
+    _index_entries(TransactionIndex, txn_path, base, "txnindex-corrupt", res, partition)
 
     fr = FileRecords(log_path)
     res.files_checked += 1
@@ -268,6 +245,24 @@ def validate_segment(
     if len(res.problems) > errors_before:
         summary.valid = False
     return res, summary
+
+
+def _index_entries(index_type: type, path: Path, base: int, code: str, res: ValidationResult,
+                   partition: str | None) -> list[tuple[int, int]]:
+    """Read one index file with Kafka's sanity rules; its entries as plain tuples, or none
+    (and a finding) when it is missing or corrupt."""
+    if not path.exists():
+        return []
+    try:
+        index = index_type.read(path, base, strict=True)
+    except KafkaFormatError as exc:
+        res.add_error(exc, code, partition, path)
+        return []
+    except ValueError as exc:
+        res.add("error", code, path, str(exc), partition=partition)
+        return []
+    res.files_checked += 1
+    return [tuple(e) for e in index.entries]
 
 
 def validate_partition_dir(path: str | os.PathLike[str], *, deep: bool = True,

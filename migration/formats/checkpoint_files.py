@@ -19,6 +19,7 @@ fsync it and rename it into place.
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import ClassVar, Generic, NamedTuple, Self, TypeVar
 
@@ -68,7 +69,7 @@ def _java_split(line: str) -> list[str]:
     return parts
 
 
-class _CheckpointFile(Generic[E]):
+class _CheckpointFile(ABC, Generic[E]):
     """The generic reader/writer; subclasses give the entry format."""
 
     VERSION: ClassVar[int] = CHECKPOINT_VERSION
@@ -91,16 +92,16 @@ class _CheckpointFile(Generic[E]):
 
     # Subclass hooks.
     @classmethod
-    def _parse_entry(cls, fields: list[str]) -> E | None:
-        raise NotImplementedError
+    @abstractmethod
+    def _parse_entry(cls, fields: list[str]) -> E | None: ...
 
     @classmethod
-    def _format_entry(cls, entry: E) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def _format_entry(cls, entry: E) -> str: ...
 
     @classmethod
-    def _validated(cls, entry: E) -> E:
-        raise NotImplementedError
+    @abstractmethod
+    def _validated(cls, entry: E) -> E: ...
 
     @classmethod
     def from_bytes(cls, data: BytesLike, *, path: StrPath | None = None) -> Self:

@@ -31,6 +31,7 @@ import json
 import os
 import struct
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,17 +266,17 @@ def _need(buf: memoryview, pos: int, end: int, n: int, path: str, what: str) -> 
         )
 
 
-class _Codec:
+class _Codec(ABC):
     __slots__ = ("path",)
 
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def read(self, buf: memoryview, pos: int, end: int) -> tuple[Any, int]:
-        raise NotImplementedError
+    @abstractmethod
+    def read(self, buf: memoryview, pos: int, end: int) -> tuple[Any, int]: ...
 
-    def write(self, out: bytearray, value: Any) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def write(self, out: bytearray, value: Any) -> None: ...
 
     def _bad_value(self, value: Any, expected: str, exc: Exception | None = None) -> SchemaError:
         return SchemaError(f"{self.path}: cannot encode {value!r}", expected=expected, found=type(value).__name__)
