@@ -96,14 +96,16 @@ class RecordDigester:
         self._stamps: list[int] = []
         self._span: tuple[int, int] | None = None
 
-    def add_batch(self, batch: DigestSource) -> None:
+    def add_batch(self, batch: DigestSource) -> tuple[int, int] | None:
         """Digest a batch's records from its raw bytes (``batch.digest_parts``), buffered:
-        small batches share one hash update."""
+        small batches share one hash update. Returns the first and last offsets of the
+        batch's records (None for a batch without records)."""
         span = batch.digest_parts(self._parts, self._stamps)
         if span is not None:
             self._span = span if self._span is None else (self._span[0], span[1])
             if len(self._parts) >= self.FLUSH_PARTS:
                 self._flush()
+        return span
 
     def _flush(self) -> None:
         if self._span is not None:

@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 from ..digest import RecordDigest, RecordDigester
 from ..formats import compression as codecs
 from ..formats import names
-from ..formats.errors import TruncatedError
+from ..formats.errors import CorruptRecordError, TruncatedError
 from ..formats.file_records import Batch, FileRecords
 from ..formats.index_builder import IndexBuilder
 from ..formats.legacy import (
@@ -65,6 +65,7 @@ class RewriteSpec:
     index_interval_bytes: int = 4096
     stamp_v0_ms: int | None = None
     leader_epochs: Sequence[tuple[int, int]] = ()  # (epoch, start offset), increasing
+    next_base_offset: int | None = None  # of the partition's next segment: offsets stay below it
     _epoch_starts: list[int] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -355,6 +356,23 @@ def cleaned_paths(directory: Path, outputs: list[OutputSegment]) -> list[Path]:
     return [directory / (f + names.CLEANED_FILE_SUFFIX) for o in outputs for f in o.files]
 
 
+def _check_offsets(b: Batch, span: tuple[int, int] | None, prev_last: int, next_base: int | None,
+                   path: Path) -> int:
+    """The validator's offset rules for data about to be rewritten (the prepare step checked
+    only what needs no decompression); returns the batch's last offset."""
+    first, last = b.base_offset, b.last_offset
+    if first <= prev_last:
+        raise CorruptRecordError(f"batch offsets {first}..{last} do not follow the previous batch ending at "
+                                 f"{prev_last}", path=str(path), position=b.position)
+    if b.magic == MAGIC_V2 and span is not None and (span[0] < first or span[1] > last):
+        raise CorruptRecordError(f"record offsets {span[0]}..{span[1]} outside the batch's range {first}..{last}",
+                                 path=str(path), position=b.position)
+    if next_base is not None and last >= next_base:
+        raise CorruptRecordError(f"offset {last} is not below the next segment's base offset {next_base}",
+                                 path=str(path), position=b.position)
+    return last
+
+
 def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> RewriteResult:
     """Convert one segment into ``.cleaned`` output segments next to it (all fsynced, mtimes
     of the input restored). On any error the ``.cleaned`` files written so far are removed
@@ -369,10 +387,14 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
     by_magic: dict[str, int] = {}
     batches = 0
     fr = FileRecords(log_path)
+    prev_last = base - 1
     try:
         for b in fr.batches():
             b.ensure_valid()
-            digester.add_batch(b)  # from the raw bytes; the same scan serves the conversion
+            # From the raw bytes; the same scan checks every inner message and record and
+            # serves the conversion: this pass is the deep validation of the segment.
+            span = digester.add_batch(b)
+            prev_last = _check_offsets(b, span, prev_last, spec.next_base_offset, log_path)
             batches += 1
             label = _label(b.magic)
             by_magic[label] = by_magic.get(label, 0) + b.size_in_bytes

@@ -76,15 +76,16 @@ def _backup_root(options: UpgradeOptions) -> str:
 class _SegmentSurvey:
     """Collects, while the validator streams a segment, its formats and an estimated growth."""
 
-    def __init__(self, target_magic: int) -> None:
+    def __init__(self, target_magic: int, *, estimate_growth: bool) -> None:
         self.target = target_magic
+        self.estimate_growth = estimate_growth
         self.bytes_by_magic: dict[str, int] = {}
         self.growth = 0
 
     def __call__(self, b: Any) -> None:
         label = f"v{b.magic}"
         self.bytes_by_magic[label] = self.bytes_by_magic.get(label, 0) + b.size_in_bytes
-        if b.magic < self.target:
+        if self.estimate_growth and b.magic < self.target:
             # the validator decompressed the wrapper already (deep): inner() is cached
             count = len(b.inner()) if b.is_compressed and self.target == MAGIC_V1 else 1
             self.growth += _GROWTH[(b.magic, self.target)] * count
@@ -116,6 +117,11 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
     backup_root = _backup_root(options)
     check_backup_root(backup_root, dirs)
     target = options.target_magic
+    # A dry run is the plan: every record checked, growth estimated. A real run checks here
+    # what Kafka's recovery checks (batch CRCs, framing, offsets, no decompression); each
+    # unit's rewrite pass, in the executors, checks every inner message and record on its
+    # single read of the segment and leaves the segment untouched when one is corrupt.
+    deep = options.dry_run
     units: list[Unit] = []
     skipped: list[dict[str, Any]] = []
     corrupt: list[dict[str, Any]] = []
@@ -137,8 +143,8 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
             for k, seg in enumerate(part.segments):
                 nxt = bases[k + 1] if k + 1 < len(bases) else None
                 log_path = pdir / seg.log_file
-                survey = _SegmentSurvey(target)
-                res, _ = validate_segment(log_path, next_base_offset=nxt, deep=True, partition=part.name,
+                survey = _SegmentSurvey(target, estimate_growth=deep)
+                res, _ = validate_segment(log_path, next_base_offset=nxt, deep=deep, partition=part.name,
                                           on_batch=survey, leader_epochs=part.leader_epochs and
                                           [tuple(e) for e in part.leader_epochs])
                 row = {"broker_id": bid, "topic": part.topic, "partition": part.partition, "unit": seg.log_file,

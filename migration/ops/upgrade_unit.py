@@ -198,6 +198,7 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
         index_interval_bytes=opts.index_interval_bytes,
         stamp_v0_ms=original_log.mtime_ns // 1_000_000 if opts.stamp_v0_with_mtime else None,
         leader_epochs=_leader_epochs(pdir) if opts.target_magic == 2 else (),
+        next_base_offset=ctx.next_base_offset,
     )
     rr = None
     try:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import shutil
+import struct
 import subprocess
 import sys
 import textwrap
 import time
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,11 @@ from conftest import tree_state
 from kafka_loader import read_log_dir
 
 from migration.audit.model import UnitStatus
+from migration.formats.compression import gzip_compress, gzip_decompress
+from migration.formats.file_records import FileRecords
+from migration.formats.model import Compression
 from migration.ops.upgrade import UpgradeOptions, execute_upgrade
+from migration.validate import validate_segment
 
 
 def _segment(log_dir: Path, topic_prefix: str) -> Path:
@@ -58,6 +65,70 @@ def test_truncated_tail_is_reported(sample_cluster) -> None:
     assert failed.errors[0].file == str(seg) and failed.errors[0].position is not None
     assert failed.errors[0].position < size - 5
     assert seg.stat().st_size == size - 5
+
+
+def _tamper_first_gzip_wrapper(seg: Path, mutate: Callable[[bytearray], None]) -> tuple[int, int]:
+    """Change the decompressed inner messages of the first gzip wrapper of ``seg`` and write the
+    wrapper again with a valid outer CRC: what a buggy writer leaves, which only a check of
+    the inner messages finds. Returns the new wrapper's (position, size)."""
+    data = seg.read_bytes()
+    w = next(b for b in FileRecords(seg).batches() if b.is_compressed and b.compression is Compression.GZIP)
+    key, value, _ = w._key_value()
+    assert key is None and value is not None
+    inner = bytearray(gzip_decompress(value))
+    mutate(inner)
+    new_value = gzip_compress(bytes(inner))
+    head = struct.pack(">bb", w.magic, w.attributes) + (struct.pack(">q", w.timestamp) if w.magic else b"")
+    body = head + struct.pack(">ii", -1, len(new_value)) + new_value
+    entry = struct.pack(">qiI", w.offset, 4 + len(body), zlib.crc32(body)) + body
+    seg.write_bytes(data[:w.position] + entry + data[w.position + w.size_in_bytes:])
+    return w.position, len(entry)
+
+
+def _flip_first_inner_crc(inner: bytearray) -> None:
+    inner[12] ^= 0xFF  # the CRC of the first inner message (after its offset and size)
+
+
+def _repeat_previous_offset(inner: bytearray) -> None:
+    # A v0 inner message carries its absolute offset, outside its CRC: make it the offset
+    # of the entry before the wrapper, so offsets no longer increase.
+    (first,) = struct.unpack_from(">q", inner, 0)
+    struct.pack_into(">q", inner, 0, first - 1)
+
+
+@pytest.mark.parametrize("mutate", [_flip_first_inner_crc, _repeat_previous_offset], ids=["inner-crc", "inner-offset"])
+def test_corruption_inside_a_wrapper_fails_its_unit_and_changes_nothing(sample_cluster, mutate) -> None:
+    """A real run checks batch CRCs and framing before it starts (no decompression); the
+    rewrite pass, reading every inner message, finds the rest and leaves the segment as it is."""
+    d = sample_cluster.broker_log_dirs[1]
+    seg = _segment(d, "legacy-v0")
+    pos, size = _tamper_first_gzip_wrapper(seg, mutate)
+    shallow, _ = validate_segment(seg, deep=False)
+    deep, _ = validate_segment(seg, deep=True)
+    assert not [f for f in shallow.problems if f.path == str(seg)]
+    assert [f for f in deep.problems if f.path == str(seg) and f.code in ("corrupt-batch", "offset-order")]
+    before = seg.read_bytes()
+    report = execute_upgrade([str(d)], options=UpgradeOptions(target="v1"), engine="inline")
+    assert report.exit_code() == 1
+    (failed,) = _failed(report)
+    err = failed.errors[0]
+    assert err.code == "CORRUPT_SEGMENT" and err.file == str(seg)
+    assert err.position is not None and pos <= err.position < pos + size
+    assert seg.read_bytes() == before
+    assert not [p for p in seg.parent.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    ok = [u for *_, u in report.iter_units() if u.status is UnitStatus.OK and u.input_format != u.output_format]
+    assert ok and all(u.output_format == "v1" for u in ok)  # the other units completed
+
+
+def test_dry_run_plan_names_corruption_inside_a_wrapper(sample_cluster) -> None:
+    d = sample_cluster.broker_log_dirs[1]
+    seg = _segment(d, "legacy-v0")
+    pos, size = _tamper_first_gzip_wrapper(seg, _flip_first_inner_crc)
+    report = execute_upgrade([str(d)], options=UpgradeOptions(target="v1", dry_run=True), engine="inline")
+    assert report.exit_code() == 1
+    (failed,) = _failed(report)
+    err = failed.errors[0]
+    assert err.file == str(seg) and err.position is not None and pos <= err.position < pos + size
 
 
 _PY_HOLDER = textwrap.dedent("""
