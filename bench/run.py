@@ -112,21 +112,26 @@ def bench_validate(cluster: Path) -> list[Row]:
     return [cat, val]
 
 
-def _kp_subset(cluster: Path, limit: int) -> list[Path]:
-    """Legacy segments across every legacy topic, round robin, up to ``limit`` bytes."""
-    by_part: dict[str, list[Path]] = {}
+def _kp_subset(cluster: Path, limit: int) -> list[tuple[Path, int]]:
+    """The first segment of every legacy topic, each cut to a batch-aligned prefix of an equal
+    share of ``limit`` bytes (a prefix of a segment is a valid segment): every legacy format
+    and codec of the cluster is in the subset, whatever the segment size."""
+    from migration.formats.file_records import FileRecords
+
+    first: dict[str, Path] = {}
     for p in _logs(cluster):
-        if not p.parent.name.startswith(("events-v2", "payments-idempotent")):
-            by_part.setdefault(p.parent.name, []).append(p)
-    out: list[Path] = []
-    total = 0
-    queues = [list(v) for _, v in sorted(by_part.items())]
-    while total < limit and any(queues):
-        for q in queues:
-            if q and total < limit:
-                p = q.pop(0)
-                out.append(p)
-                total += p.stat().st_size
+        topic = p.parent.name.rsplit("-", 1)[0]
+        if not topic.startswith(("events-v2", "payments-idempotent")):
+            first.setdefault(topic, p)
+    share = limit // max(len(first), 1)
+    out: list[tuple[Path, int]] = []
+    for _, p in sorted(first.items()):
+        end = 0
+        for b in FileRecords(p).batches():
+            if end and b.position + b.size_in_bytes > share:
+                break
+            end = b.position + b.size_in_bytes
+        out.append((p, end))
     return out
 
 
@@ -160,11 +165,12 @@ def bench_upgrade(cluster: Path, kp_bytes: int) -> list[Row]:
         sub_dir = OUT / f"kp-{target}"
         shutil.rmtree(sub_dir, ignore_errors=True)
         copies = []
-        for i, p in enumerate(subset):
+        for i, (p, nbytes) in enumerate(subset):
             # one partition dir per copy: the rewrite reads the base offset from the name
             q = sub_dir / "in" / f"part-{i}" / p.name
             q.parent.mkdir(parents=True)
-            shutil.copyfile(p, q)
+            with open(p, "rb") as src:
+                q.write_bytes(src.read(nbytes))
             copies.append(str(q))
         kp = _child(["-m", "bench.kafka_python_converter", target, str(sub_dir / "out"), *copies])
         core = _child(["-m", "bench.workers", "rewrite", target, *copies])
