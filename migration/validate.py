@@ -3,7 +3,7 @@
 What is checked (Kafka's own rules, kafka-formats.md §0.3, §1-§5, §8):
 - segments: every batch CRC, and with ``deep`` the inner messages of v0/v1 wrappers (CRC,
   structure) and every v2 record; offsets strictly increasing (a shallow pass compares a
-  wrapper by its last offset, as Kafka's recovery does, without decompressing it), at or
+  wrapper by its last offset, the one Kafka's recovery reads, without decompressing it), at or
   above the segment base offset, below the next segment's base offset and within int32 of
   the base offset; no trailing bytes after the last complete batch;
 - offset index: Kafka's sanity check, entries strictly increasing, every position a batch
@@ -162,8 +162,8 @@ def validate_segment(
                 break
             last = b.last_offset
             # A legacy wrapper's first offset lies inside its compressed value: a shallow pass
-            # checks what Kafka's segment recovery checks (outer CRC, last offsets) and never
-            # decompresses.
+            # works, as Kafka's segment recovery does, from the outer CRC and the last offsets
+            # (their order and range) and never decompresses.
             first = b.base_offset if deep or b.magic == MAGIC_V2 or not b.is_compressed else None
             lowest = last if first is None else first
             floor = prev_last + 1 if first is None else first  # lowest offset the batch may hold

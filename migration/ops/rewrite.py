@@ -370,7 +370,7 @@ def _check_offsets(b: Batch, span: tuple[int, int] | None, prev_last: int, next_
     if next_base is not None and last >= next_base:
         raise CorruptRecordError(f"offset {last} is not below the next segment's base offset {next_base}",
                                  path=str(path), position=b.position)
-    return last
+    return max(prev_last, last)  # as the validator carries it
 
 
 def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> RewriteResult:

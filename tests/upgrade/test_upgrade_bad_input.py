@@ -20,7 +20,7 @@ from migration.audit.model import UnitStatus
 from migration.formats.compression import gzip_compress, gzip_decompress
 from migration.formats.file_records import FileRecords
 from migration.formats.model import Compression
-from migration.ops.upgrade import UpgradeOptions, execute_upgrade
+from migration.ops.upgrade import UpgradeOptions, execute_upgrade, rollback_run
 from migration.validate import validate_segment
 
 
@@ -103,6 +103,7 @@ def test_corruption_inside_a_wrapper_fails_its_unit_and_changes_nothing(sample_c
     d = sample_cluster.broker_log_dirs[1]
     seg = _segment(d, "legacy-v0")
     pos, size = _tamper_first_gzip_wrapper(seg, mutate)
+    tampered = tree_state(d)
     shallow, _ = validate_segment(seg, deep=False)
     deep, _ = validate_segment(seg, deep=True)
     assert not [f for f in shallow.problems if f.path == str(seg)]
@@ -118,6 +119,14 @@ def test_corruption_inside_a_wrapper_fails_its_unit_and_changes_nothing(sample_c
     assert not [p for p in seg.parent.iterdir() if p.name.endswith((".cleaned", ".swap"))]
     ok = [u for *_, u in report.iter_units() if u.status is UnitStatus.OK and u.input_format != u.output_format]
     assert ok and all(u.output_format == "v1" for u in ok)  # the other units completed
+    # A re-run of the same run fails that unit again and keeps the others' results.
+    again = execute_upgrade([str(d)], options=UpgradeOptions(target="v1"), engine="inline", run_id=report.run_id)
+    assert again.exit_code() == 1 and [u.errors[0].code for u in _failed(again)] == ["CORRUPT_SEGMENT"]
+    assert again.totals.units_ok == report.totals.units_ok and seg.read_bytes() == before
+    # Rolling the run back restores the others and leaves the corrupt segment as it is.
+    rb = rollback_run(report.run_id)
+    assert rb.exit_code() == 0
+    assert tree_state(d) == tampered  # byte for byte, mtimes included
 
 
 def test_dry_run_plan_names_corruption_inside_a_wrapper(sample_cluster) -> None:
