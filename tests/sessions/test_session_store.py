@@ -94,8 +94,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def store(tmp_path: Path, clock: Clock) -> SessionStore:
-    s = SessionStore(f"sqlite:///{tmp_path / 'state' / 'sessions.sqlite'}", clock=clock)
+def store(store_url: str, clock: Clock) -> SessionStore:
+    s = SessionStore(store_url, clock=clock)
     yield s
     s.close()
 
@@ -359,8 +359,8 @@ def test_deferred_partitions_are_served_first_by_later_runs(store: SessionStore)
     store.abandon_run(plan4)
 
 
-def test_persistently_failing_partitions_lose_priority_so_others_are_served(tmp_path: Path, clock: Clock) -> None:
-    store = SessionStore(f"sqlite:///{tmp_path / 's.sqlite'}", clock=clock, failed_first_runs=2)
+def test_persistently_failing_partitions_lose_priority_so_others_are_served(store_url: str, clock: Clock) -> None:
+    store = SessionStore(store_url, clock=clock, failed_first_runs=2)
     budget = Budget(max_bytes=200)  # one partition per run
     fps = fleet(3)
     served: list[int] = []
@@ -487,8 +487,8 @@ def test_concurrent_run_is_refused_naming_the_holder(store: SessionStore, clock:
     store.abandon_run(after)
 
 
-def test_concurrent_begin_from_two_processes_lets_exactly_one_in(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+def test_concurrent_begin_from_two_processes_lets_exactly_one_in(store_url: str) -> None:
+    url = store_url
     SessionStore(url).close()  # tables exist before the race
     fps = fleet(200)
     results: list[object] = []
@@ -515,8 +515,8 @@ def test_concurrent_begin_from_two_processes_lets_exactly_one_in(tmp_path: Path)
     assert all(e.holder_run_id == plans[0].run_id for e in refused)
 
 
-def test_stale_lease_expires_and_the_crashed_run_cannot_commit(tmp_path: Path, clock: Clock) -> None:
-    store = SessionStore(f"sqlite:///{tmp_path / 's.sqlite'}", clock=clock, lease_ttl=timedelta(hours=1))
+def test_stale_lease_expires_and_the_crashed_run_cannot_commit(store_url: str, clock: Clock) -> None:
+    store = SessionStore(store_url, clock=clock, lease_ttl=timedelta(hours=1))
     fps = fleet(3)
     crashed = store.begin_run("dag", 1, "crashed", believed_epoch=None, fingerprints=fps, budget=None)
     clock.advance(timedelta(minutes=59))
@@ -532,8 +532,8 @@ def test_stale_lease_expires_and_the_crashed_run_cannot_commit(tmp_path: Path, c
     store.close()
 
 
-def test_late_finish_after_expiry_is_accepted_when_nobody_took_over(tmp_path: Path, clock: Clock) -> None:
-    store = SessionStore(f"sqlite:///{tmp_path / 's.sqlite'}", clock=clock, lease_ttl=timedelta(hours=1))
+def test_late_finish_after_expiry_is_accepted_when_nobody_took_over(store_url: str, clock: Clock) -> None:
+    store = SessionStore(store_url, clock=clock, lease_ttl=timedelta(hours=1))
     fps = fleet(2)
     slow = store.begin_run("dag", 1, "slow", believed_epoch=None, fingerprints=fps, budget=None)
     clock.advance(timedelta(hours=3))
@@ -592,8 +592,8 @@ def test_crash_mid_commit_leaves_the_previous_state(store: SessionStore, monkeyp
 # -- eviction --------------------------------------------------------------------------------
 
 
-def test_idle_sessions_are_evicted(tmp_path: Path, clock: Clock) -> None:
-    store = SessionStore(f"sqlite:///{tmp_path / 's.sqlite'}", clock=clock, idle_eviction=timedelta(days=7))
+def test_idle_sessions_are_evicted(store_url: str, clock: Clock) -> None:
+    store = SessionStore(store_url, clock=clock, idle_eviction=timedelta(days=7))
     fps = fleet(3)
     old = run(store, fps, None, name="old-dag")
     clock.advance(timedelta(days=5))
@@ -608,9 +608,9 @@ def test_idle_sessions_are_evicted(tmp_path: Path, clock: Clock) -> None:
     store.close()
 
 
-def test_idle_eviction_spares_a_running_session(tmp_path: Path, clock: Clock) -> None:
+def test_idle_eviction_spares_a_running_session(store_url: str, clock: Clock) -> None:
     store = SessionStore(
-        f"sqlite:///{tmp_path / 's.sqlite'}",
+        store_url,
         clock=clock,
         idle_eviction=timedelta(hours=1),
         lease_ttl=timedelta(hours=6),
@@ -623,8 +623,8 @@ def test_idle_eviction_spares_a_running_session(tmp_path: Path, clock: Clock) ->
     store.close()
 
 
-def test_slot_limit_evicts_the_least_recently_used_session(tmp_path: Path, clock: Clock) -> None:
-    store = SessionStore(f"sqlite:///{tmp_path / 's.sqlite'}", clock=clock, slot_limit=2)
+def test_slot_limit_evicts_the_least_recently_used_session(store_url: str, clock: Clock) -> None:
+    store = SessionStore(store_url, clock=clock, slot_limit=2)
     fps = fleet(2)
     a = run(store, fps, None, name="a")
     clock.advance(timedelta(minutes=1))
@@ -641,8 +641,8 @@ def test_slot_limit_evicts_the_least_recently_used_session(tmp_path: Path, clock
     store.close()
 
 
-def test_no_free_slot_runs_sessionless(tmp_path: Path, clock: Clock) -> None:
-    store = SessionStore(f"sqlite:///{tmp_path / 's.sqlite'}", clock=clock, slot_limit=1)
+def test_no_free_slot_runs_sessionless(store_url: str, clock: Clock) -> None:
+    store = SessionStore(store_url, clock=clock, slot_limit=1)
     fps = fleet(3)
     running = store.begin_run("a", 1, "ra", believed_epoch=None, fingerprints=fps, budget=None)
     plan = store.begin_run("b", 1, "rb", believed_epoch=None, fingerprints=fps, budget=Budget(max_bytes=400))
@@ -665,8 +665,8 @@ def test_no_free_slot_runs_sessionless(tmp_path: Path, clock: Clock) -> None:
 # -- scale -----------------------------------------------------------------------------------
 
 
-def test_ten_thousand_clean_partitions_plan_quickly(tmp_path: Path) -> None:
-    store = SessionStore(f"sqlite:///{tmp_path / 'big.sqlite'}")
+def test_ten_thousand_clean_partitions_plan_quickly(store_url: str) -> None:
+    store = SessionStore(store_url)
     fps = [fingerprint(f"topic-{i % 100}", i // 100, segments=3) for i in range(10_000)]
     first = run(store, fps, None)
     assert len(first.selected) == 10_000
