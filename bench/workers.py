@@ -15,6 +15,7 @@ def _peak_rss_mb() -> float:
 
 
 def upgrade(target: str, backup_root: str, log_dirs: list[str]) -> dict[str, object]:
+    from migration.audit.model import UnitStatus
     from migration.ops.upgrade import execute_upgrade
     from migration.ops.upgrade_options import UpgradeOptions
 
@@ -23,9 +24,12 @@ def upgrade(target: str, backup_root: str, log_dirs: list[str]) -> dict[str, obj
     report = execute_upgrade(log_dirs, options=opts, engine="inline")
     seconds = time.perf_counter() - t
     tot = report.totals
+    # Totals count skipped segments (already in the target format) too: sum the rewritten ones.
+    rewritten = [u for u in report.iter_results() if u.status is UnitStatus.OK]
     return {"seconds": seconds, "units_ok": tot.units_ok, "units_failed": tot.units_failed,
-            "digest_mismatches": tot.digest_mismatches, "bytes_rewritten": tot.bytes_before,
-            "records_rewritten": tot.records_before, "exit_code": report.exit_code(),
+            "digest_mismatches": tot.digest_mismatches,
+            "bytes_rewritten": sum(u.bytes_before or 0 for u in rewritten),
+            "records_rewritten": sum(u.records_before or 0 for u in rewritten), "exit_code": report.exit_code(),
             "peak_rss_mb": _peak_rss_mb()}
 
 
