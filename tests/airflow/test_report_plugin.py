@@ -1,8 +1,11 @@
-"""The report plugin served by a real ``airflow api-server``: the page of a run, its JSON,
-the lookup by DAG run, and refusal of paths outside the report root."""
+"""The report plugin served by a real ``airflow api-server`` with login required: anonymous
+and forged requests refused, then, with a token from the simple auth manager (header, or the
+cookie the UI's iframe sends), the page of a run, its JSON, the lookup by DAG run, and refusal
+of paths outside the report root."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -22,12 +25,20 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _get(url: str) -> tuple[int, bytes]:
+def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     try:
-        with urllib.request.urlopen(url, timeout=10) as r:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=10) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
+
+
+def _token(origin: str, username: str, password: str) -> str:
+    req = urllib.request.Request(origin + "/auth/token", method="POST",
+                                 data=json.dumps({"username": username, "password": password}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())["access_token"]
 
 
 def test_api_server_serves_the_report_of_a_dag_run(airflow_base_env, tmp_path):
@@ -39,31 +50,48 @@ def test_api_server_serves_the_report_of_a_dag_run(airflow_base_env, tmp_path):
     report.finish()
     ReportStore(root).save(report)
     port = _port()
-    env = {**airflow_base_env, "KMIGRATE_REPORT_ROOT": str(root)}
+    passwords = tmp_path / "passwords.json"
+    passwords.write_text(json.dumps({"reader": "reader-pass"}))
+    env = {**airflow_base_env, "KMIGRATE_REPORT_ROOT": str(root),
+           # Login required (the demo's config lets everyone in as admin).
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "reader:viewer",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords)}
     with open(tmp_path / "api.log", "w") as log:
         proc = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "api-server", "--port", str(port),
                                  "--host", "127.0.0.1"], env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-    base = f"http://127.0.0.1:{port}/kmigrate-reports"
+    origin = f"http://127.0.0.1:{port}"
+    base = origin + "/kmigrate-reports"
+    dag_run = "/dag-runs/message_format_upgrade/manual__2026-11-22T00%3A00%3A00%2B00%3A00"
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             try:
-                status, _ = _get(base + "/")
+                status, _ = _get(origin + "/api/v2/monitor/health")
                 if status == 200:
                     break
             except OSError:
                 pass
             assert proc.poll() is None, (tmp_path / "api.log").read_text()[-3000:]
             time.sleep(1)
-        status, body = _get(base + "/runs/demo-run-1.json")
+        for path in ("/", "/runs.json", "/runs/demo-run-1.json", "/runs/demo-run-1", dag_run, dag_run + ".json"):
+            status, body = _get(base + path)
+            assert status == 401 and b"demo-run-1" not in body, path
+            status, body = _get(base + path, {"Authorization": "Bearer not-a-token"})
+            assert status in (401, 403) and b"demo-run-1" not in body, path
+        auth = {"Authorization": "Bearer " + _token(origin, "reader", "reader-pass")}
+        status, body = _get(base + "/runs/demo-run-1.json", auth)
         assert status == 200 and RunReport.from_json(body.decode()).run_id == "demo-run-1"
-        status, body = _get(base + "/runs/demo-run-1")
+        status, body = _get(base + "/runs/demo-run-1", auth)
         assert status == 200 and b"<svg" in body and b"demo-run-1" in body
-        status, body = _get(base + "/dag-runs/message_format_upgrade/manual__2026-11-22T00%3A00%3A00%2B00%3A00")
+        status, body = _get(base + "/", auth)
+        assert status == 200 and b"demo-run-1" in body
+        # The tab's iframe authenticates with the UI's cookie.
+        status, body = _get(base + dag_run, {"Cookie": "_token=" + auth["Authorization"].split()[1]})
         assert status == 200 and b"demo-run-1" in body
         for bad in ("/runs/..%2F..%2Fetc%2Fpasswd", "/runs/%2Fetc%2Fpasswd.json", "/runs/nope-run"):
-            status, _ = _get(base + bad)
+            status, _ = _get(base + bad, auth)
             assert status in (400, 404, 422), bad
     finally:
         os.killpg(proc.pid, 15)
