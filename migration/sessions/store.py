@@ -110,10 +110,28 @@ def _dt(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
+# One PostgreSQL advisory lock serializes the store's transactions ("kmigsess" as an int64).
+PG_STORE_LOCK_KEY = 0x6B6D696773657373
+
+
 def _make_engine(url: str) -> Engine:
+    # Every transaction of the store reads, decides and writes (lease holder, epoch, slot count,
+    # rotation sequence): its rules hold only if no other store transaction interleaves, so
+    # every backend serializes them. PostgreSQL's READ COMMITTED alone would let a late commit
+    # and a new run both read epoch N and both write N + 1.
     parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        pg = create_engine(url, pool_pre_ping=True)
+
+        @event.listens_for(pg, "begin")
+        def _serialize(conn: Connection) -> None:
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_STORE_LOCK_KEY})")
+
+        return pg
+    if backend != "sqlite":
+        raise ValueError(f"session store URL {parsed.render_as_string(hide_password=True)}: only sqlite and "
+                         "postgresql are supported (their transactions are serialized)")
     database = parsed.database
     if database and database != ":memory:" and not database.startswith("file:"):
         Path(database).parent.mkdir(parents=True, exist_ok=True)
@@ -134,7 +152,7 @@ def _make_engine(url: str) -> Engine:
 
 
 class SessionStore:
-    """Incremental session state for scheduled runs, in SQLite (default) or any SQLAlchemy URL."""
+    """Incremental session state for scheduled runs, in SQLite (default) or PostgreSQL."""
 
     def __init__(
         self,

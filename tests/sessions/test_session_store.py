@@ -487,7 +487,7 @@ def test_concurrent_run_is_refused_naming_the_holder(store: SessionStore, clock:
     store.abandon_run(after)
 
 
-def test_concurrent_begin_from_two_processes_lets_exactly_one_in(store_url: str) -> None:
+def test_concurrent_begin_from_four_threads_lets_exactly_one_in(store_url: str) -> None:
     url = store_url
     SessionStore(url).close()  # tables exist before the race
     fps = fleet(200)
@@ -513,6 +513,70 @@ def test_concurrent_begin_from_two_processes_lets_exactly_one_in(store_url: str)
     refused = [r for r in results if isinstance(r, SessionBusyError)]
     assert len(plans) == 1 and len(refused) == 3
     assert all(e.holder_run_id == plans[0].run_id for e in refused)
+
+
+def test_store_transactions_wait_for_each_other(store_url: str, clock: Clock) -> None:
+    """A run's plan or commit never interleaves with another store transaction (PostgreSQL's
+    READ COMMITTED alone would let a late commit and a new run both write epoch N + 1)."""
+    holder = SessionStore(store_url, clock=clock)
+    other = SessionStore(store_url, clock=clock)
+    done = threading.Event()
+
+    def plan_and_abandon() -> None:
+        plan = other.begin_run("dag", 1, "r", believed_epoch=None, fingerprints=fleet(2), budget=None)
+        other.abandon_run(plan)
+        done.set()
+
+    worker = threading.Thread(target=plan_and_abandon)
+    with holder._engine.begin():  # any open transaction of the store
+        worker.start()
+        assert not done.wait(1.0), "a store transaction ran while another was open"
+    assert done.wait(30)
+    worker.join()
+    holder.close()
+    other.close()
+
+
+def _race_late_commit_with_a_new_run(store: SessionStore, late: RunPlan, fps: list, i: int) -> dict[str, object]:
+    barrier = threading.Barrier(2)
+    results: dict[str, object] = {}
+
+    def attempt(name: str, work) -> None:
+        barrier.wait()
+        try:
+            work()
+            results[name] = "committed"
+        except (StaleRunError, SessionBusyError) as exc:
+            results[name] = exc
+
+    def new_run() -> None:
+        plan = store.begin_run("dag", 1, f"new-{i}", believed_epoch=None, fingerprints=fps, budget=None)
+        store.finish_run(plan, all_ok(plan))
+
+    threads = [threading.Thread(target=attempt, args=("late", lambda: store.finish_run(late, all_ok(late)))),
+               threading.Thread(target=attempt, args=("new", new_run))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def test_late_commit_racing_a_new_run_leaves_one_epoch(store_url: str, clock: Clock) -> None:
+    """The expired run's commit and the next run's plan and commit, started together many
+    times: every commit gets its own epoch, and the loser of a race learns it."""
+    store = SessionStore(store_url, clock=clock, lease_ttl=timedelta(hours=1))
+    fps = fleet(4)
+    epoch = run(store, fps, None).epoch
+    for i in range(8):
+        late = store.begin_run("dag", 1, f"late-{i}", believed_epoch=epoch, fingerprints=fps, budget=None)
+        clock.advance(timedelta(hours=2))  # its lease expires
+        results = _race_late_commit_with_a_new_run(store, late, fps, i)
+        committed = [k for k, v in results.items() if v == "committed"]
+        (info,) = store.sessions()
+        assert committed and info.epoch == epoch + len(committed), results  # none lost, none doubled
+        epoch = info.epoch
+    store.close()
 
 
 def test_stale_lease_expires_and_the_crashed_run_cannot_commit(store_url: str, clock: Clock) -> None:
@@ -699,6 +763,12 @@ def test_default_url_is_under_the_project_state_directory(tmp_path: Path, monkey
     assert store_module.default_store_url().startswith(f"sqlite:///{tmp_path.resolve()}")
     monkeypatch.setenv(store_module.STORE_URL_ENV, "postgresql+psycopg://kmig@db/kmig")
     assert store_module.default_store_url() == "postgresql+psycopg://kmig@db/kmig"
+
+
+def test_unsupported_backend_is_refused_without_showing_the_password() -> None:
+    with pytest.raises(ValueError, match="only sqlite and postgresql") as err:
+        SessionStore("mysql+pymysql://kmig:hunter2@db/kmig")
+    assert "hunter2" not in str(err.value)
 
 
 def test_any_sqlalchemy_url_second_sqlite_file(tmp_path: Path) -> None:
