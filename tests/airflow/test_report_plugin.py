@@ -1,7 +1,8 @@
-"""The report plugin served by a real ``airflow api-server`` with login required: anonymous
-and forged requests refused, then, with a token from the simple auth manager (header, or the
-cookie the UI's iframe sends), the page of a run, its JSON, the lookup by DAG run, and refusal
-of paths outside the report root."""
+"""The report plugin served by a real ``airflow api-server`` with login required and a per-DAG
+policy (one_dag_auth_manager.py): anonymous and forged requests refused; a user who may read
+one DAG sees that DAG's run reports (token in the header, or the cookie the UI's iframe sends)
+and nothing else, whatever the query string says; a user who may read every DAG sees the
+pages of runs, their JSON and the list; paths outside the report root are refused."""
 
 from __future__ import annotations
 
@@ -51,11 +52,13 @@ def test_api_server_serves_the_report_of_a_dag_run(airflow_base_env, tmp_path):
     ReportStore(root).save(report)
     port = _port()
     passwords = tmp_path / "passwords.json"
-    passwords.write_text(json.dumps({"reader": "reader-pass"}))
+    passwords.write_text(json.dumps({"reader": "reader-pass", "ops": "ops-pass"}))
     env = {**airflow_base_env, "KMIGRATE_REPORT_ROOT": str(root),
-           # Login required (the demo's config lets everyone in as admin).
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), airflow_base_env.get("PYTHONPATH", "")]),
+           # Login required (the demo's config lets everyone in as admin), per-DAG policy.
+           "AIRFLOW__CORE__AUTH_MANAGER": "one_dag_auth_manager.OneDagAuthManager",
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "reader:viewer",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "reader:viewer,ops:viewer",
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords)}
     with open(tmp_path / "api.log", "w") as log:
         proc = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "api-server", "--port", str(port),
@@ -64,6 +67,7 @@ def test_api_server_serves_the_report_of_a_dag_run(airflow_base_env, tmp_path):
     origin = f"http://127.0.0.1:{port}"
     base = origin + "/kmigrate-reports"
     dag_run = "/dag-runs/message_format_upgrade/manual__2026-11-22T00%3A00%3A00%2B00%3A00"
+    other_dag_run = "/dag-runs/zero_checkpoint_unification/manual__2026-11-22T00%3A00%3A00%2B00%3A00"
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
@@ -80,18 +84,26 @@ def test_api_server_serves_the_report_of_a_dag_run(airflow_base_env, tmp_path):
             assert status == 401 and b"demo-run-1" not in body, path
             status, body = _get(base + path, {"Authorization": "Bearer not-a-token"})
             assert status in (401, 403) and b"demo-run-1" not in body, path
-        auth = {"Authorization": "Bearer " + _token(origin, "reader", "reader-pass")}
-        status, body = _get(base + "/runs/demo-run-1.json", auth)
+        # A reader of message_format_upgrade only.
+        reader = {"Authorization": "Bearer " + _token(origin, "reader", "reader-pass")}
+        status, body = _get(base + dag_run + ".json", reader)
         assert status == 200 and RunReport.from_json(body.decode()).run_id == "demo-run-1"
-        status, body = _get(base + "/runs/demo-run-1", auth)
+        status, body = _get(base + dag_run, {"Cookie": "_token=" + reader["Authorization"].split()[1]})
+        assert status == 200 and b"demo-run-1" in body  # the tab's iframe authenticates with the UI's cookie
+        for path in (other_dag_run, "/", "/runs.json", "/runs.json?dag_id=message_format_upgrade",
+                     "/runs/demo-run-1.json?dag_id=message_format_upgrade", "/runs/demo-run-1"):
+            status, body = _get(base + path, reader)
+            assert status == 403 and b"demo-run-1" not in body, path
+        # A reader of every DAG.
+        ops = {"Authorization": "Bearer " + _token(origin, "ops", "ops-pass")}
+        status, body = _get(base + "/runs/demo-run-1.json", ops)
+        assert status == 200 and RunReport.from_json(body.decode()).run_id == "demo-run-1"
+        status, body = _get(base + "/runs/demo-run-1", ops)
         assert status == 200 and b"<svg" in body and b"demo-run-1" in body
-        status, body = _get(base + "/", auth)
-        assert status == 200 and b"demo-run-1" in body
-        # The tab's iframe authenticates with the UI's cookie.
-        status, body = _get(base + dag_run, {"Cookie": "_token=" + auth["Authorization"].split()[1]})
+        status, body = _get(base + "/", ops)
         assert status == 200 and b"demo-run-1" in body
         for bad in ("/runs/..%2F..%2Fetc%2Fpasswd", "/runs/%2Fetc%2Fpasswd.json", "/runs/nope-run"):
-            status, _ = _get(base + bad, auth)
+            status, _ = _get(base + bad, ops)
             assert status in (400, 404, 422), bad
     finally:
         os.killpg(proc.pid, 15)
