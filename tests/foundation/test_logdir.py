@@ -1,44 +1,14 @@
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
-import pytest
+from support.lock_holders import PY_HOLDER, hold, hold_lock
 
 from migration.logdir import LogDirLock, is_locked, scan_inventory, scan_log_dir
-
-HOLD_LOCK_PY = textwrap.dedent("""
-    import fcntl, os, sys, time
-    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
-    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    print("locked", flush=True)
-    time.sleep(60)
-""")
-
-JAVA_HOLDER = textwrap.dedent("""
-    import java.nio.channels.FileChannel;
-    import java.nio.file.*;
-    public class HoldLock {
-        public static void main(String[] a) throws Exception {
-            FileChannel ch = FileChannel.open(Paths.get(a[0]), StandardOpenOption.CREATE,
-                StandardOpenOption.READ, StandardOpenOption.WRITE);
-            if (ch.tryLock() == null) { System.exit(2); }
-            System.out.println("locked"); System.out.flush();
-            Thread.sleep(60000);
-        }
-    }
-""")
-
-
-def _hold(cmd: list[str]) -> subprocess.Popen:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "locked"
-    return proc
 
 
 def test_inventory_of_sample_cluster(sample_cluster):
@@ -76,7 +46,7 @@ def test_leftover_files_are_listed(sample_cluster):
 def test_lock_held_by_another_python_process_is_seen(tmp_path):
     (tmp_path / ".lock").touch()
     assert not is_locked(tmp_path)
-    proc = _hold([sys.executable, "-c", HOLD_LOCK_PY, str(tmp_path / ".lock")])
+    proc = hold_lock("python", tmp_path / ".lock", tmp_path)
     try:
         assert is_locked(tmp_path)
         assert not LogDirLock(tmp_path).acquire()
@@ -87,15 +57,11 @@ def test_lock_held_by_another_python_process_is_seen(tmp_path):
     assert not is_locked(tmp_path)
 
 
-@pytest.mark.skipif(shutil.which("javac") is None, reason="no JDK on this machine")
 def test_lock_held_by_java_filechannel_trylock_is_seen(tmp_path):
     """What a broker takes: FileChannel.tryLock. flock(2) would not see it; lockf does."""
-    src = tmp_path / "HoldLock.java"
-    src.write_text(JAVA_HOLDER)
-    subprocess.run(["javac", "-d", str(tmp_path), str(src)], check=True, timeout=120)
     logdir = tmp_path / "logs"
     logdir.mkdir()
-    proc = _hold(["java", "-cp", str(tmp_path), "HoldLock", str(logdir / ".lock")])
+    proc = hold_lock("java", logdir / ".lock", tmp_path)
     try:
         assert is_locked(logdir)
     finally:
@@ -124,7 +90,7 @@ def test_a_lock_held_by_our_own_job_is_not_a_live_broker_for_its_executors(tmp_p
     monkeypatch.setenv("KMIGRATE_OUT", str(tmp_path / "out"))
     logdir = tmp_path / "logs"
     logdir.mkdir()
-    job = _hold([sys.executable, "-c", textwrap.dedent(f"""
+    job = hold([sys.executable, "-c", textwrap.dedent(f"""
         import time
         from migration.logdir import LogDirLock
         lock = LogDirLock({str(logdir)!r})
@@ -145,7 +111,7 @@ def test_a_lock_held_by_our_own_job_is_not_a_live_broker_for_its_executors(tmp_p
         job.kill()
         job.wait()
     # a foreign holder that reuses nothing of ours is live
-    other = _hold([sys.executable, "-c", HOLD_LOCK_PY, str(logdir / ".lock")])
+    other = hold([sys.executable, "-c", PY_HOLDER, str(logdir / ".lock")])
     try:
         assert is_locked(logdir)
     finally:

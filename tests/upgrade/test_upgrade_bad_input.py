@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
 import struct
 import subprocess
 import sys
-import textwrap
 import time
 import zlib
 from collections.abc import Callable
@@ -15,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import tree_state
 from kafka_loader import read_log_dir
+from support.lock_holders import hold_lock
 
 from migration.audit.model import UnitStatus
 from migration.formats.compression import gzip_compress, gzip_decompress
@@ -140,50 +139,11 @@ def test_dry_run_plan_names_corruption_inside_a_wrapper(sample_cluster) -> None:
     assert err.file == str(seg) and err.position is not None and pos <= err.position < pos + size
 
 
-_PY_HOLDER = textwrap.dedent("""
-    import fcntl, os, sys, time
-    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
-    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    print("locked", flush=True)
-    time.sleep(120)
-""")
-
-_JAVA_HOLDER = textwrap.dedent("""
-    import java.nio.channels.FileChannel;
-    import java.nio.file.*;
-    public class Holder {
-        public static void main(String[] a) throws Exception {
-            FileChannel ch = FileChannel.open(Paths.get(a[0]), StandardOpenOption.CREATE, StandardOpenOption.READ,
-                                              StandardOpenOption.WRITE);
-            if (ch.tryLock() == null) { System.exit(1); }
-            System.out.println("locked");
-            System.out.flush();
-            Thread.sleep(120000);
-        }
-    }
-""")
-
-
-def _holder(kind: str, lock: Path, tmp_path: Path) -> subprocess.Popen:
-    if kind == "python":
-        cmd = [sys.executable, "-c", _PY_HOLDER, str(lock)]
-    else:
-        if not shutil.which("javac"):
-            pytest.skip("no JDK")
-        src = tmp_path / "Holder.java"
-        src.write_text(_JAVA_HOLDER)
-        subprocess.run(["javac", "-d", str(tmp_path), str(src)], check=True)
-        cmd = ["java", "-cp", str(tmp_path), "Holder", str(lock)]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    assert p.stdout is not None and p.stdout.readline().strip() == "locked"
-    return p
-
-
 @pytest.mark.parametrize("kind", ["python", "java"])
 def test_live_lock_refuses_and_changes_nothing(sample_cluster, tmp_path, kind) -> None:
     d = sample_cluster.broker_log_dirs[1]
     before = tree_state(d)
-    holder = _holder(kind, d / ".lock", tmp_path)
+    holder = hold_lock(kind, d / ".lock", tmp_path)
     try:
         report = execute_upgrade([str(d)], options=UpgradeOptions(target="v2"), engine="inline")
     finally:
