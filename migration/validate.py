@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -96,6 +96,22 @@ class SegmentSummary(BaseModel):
     max_timestamp: int = -1
 
 
+def batch_offset_problems(first: int | None, last: int, prev_last: int, base: int, next_base: int | None,
+                          span: tuple[int, int] | None = None) -> Iterator[tuple[str, str]]:
+    """Kafka's offset rules for one batch of a segment with base offset ``base``: (code,
+    message) for each rule it breaks. ``first`` is None for a legacy wrapper that was not
+    decompressed (judged by its last offset); ``span``, the offsets of a v2 batch's records."""
+    if (last if first is None else first) <= prev_last:
+        yield "offset-order", (f"batch offsets {'' if first is None else first}..{last} do not follow the previous "
+                               f"batch ending at {prev_last}")
+    if span is not None and first is not None and (span[0] < first or span[1] > last):
+        yield "record-offset", f"record offsets {span[0]}..{span[1]} outside the batch's range {first}..{last}"
+    if last - base > INT32_MAX:
+        yield "offset-overflow", f"offset {last} is more than int32 above the segment base offset {base}"
+    if next_base is not None and last >= next_base:
+        yield "offset-beyond-segment", f"offset {last} is not below the next segment's base offset {next_base}"
+
+
 def validate_segment(
     log_path: str | os.PathLike[str],
     *,
@@ -140,6 +156,7 @@ def validate_segment(
         for b in fr.batches():
             batches += 1
             pos = b.position
+            span = None  # offsets of a v2 batch's records, when deep
             try:
                 b.ensure_valid()
                 if deep:
@@ -149,9 +166,6 @@ def validate_segment(
                         span = b.digest_parts(scratch, stamps)
                         n = len(stamps)
                         del scratch[:], stamps[:]
-                        if span is not None and (span[0] < b.base_offset or span[1] > b.last_offset):
-                            res.add("error", "record-offset", log_path, "record offsets outside the batch's range",
-                                    position=pos, partition=partition)
                     else:
                         n = len(b.scan()[1]) if b.is_compressed else 1  # inner CRCs and structure
                     records += n
@@ -165,20 +179,9 @@ def validate_segment(
             # works, as Kafka's segment recovery does, from the outer CRC and the last offsets
             # (their order and range) and never decompresses.
             first = b.base_offset if deep or b.magic == MAGIC_V2 or not b.is_compressed else None
-            lowest = last if first is None else first
             floor = prev_last + 1 if first is None else first  # lowest offset the batch may hold
-            if lowest <= prev_last:
-                res.add("error", "offset-order", log_path,
-                        f"batch offsets {'' if first is None else first}..{last} do not follow the previous batch "
-                        f"ending at {prev_last}", position=pos, partition=partition)
-            if last - base > INT32_MAX:
-                res.add("error", "offset-overflow", log_path,
-                        f"offset {last} is more than int32 above the segment base offset {base}",
-                        position=pos, partition=partition)
-            if next_base_offset is not None and last >= next_base_offset:
-                res.add("error", "offset-beyond-segment", log_path,
-                        f"offset {last} is not below the next segment's base offset {next_base_offset}",
-                        position=pos, partition=partition)
+            for code, message in batch_offset_problems(first, last, prev_last, base, next_base_offset, span):
+                res.add("error", code, log_path, message, position=pos, partition=partition)
             prev_last = max(prev_last, last)
             if leader_epochs and b.magic == MAGIC_V2:
                 # The epoch field is outside the CRC: the leader-epoch cache, built from these

@@ -48,6 +48,7 @@ from ..formats.legacy import (
 from ..formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP, Record, TimestampType
 from ..formats.record_batch import build_record_batch, build_single_record_batch
 from ..formats.transaction_index import TransactionIndex
+from ..validate import batch_offset_problems
 from .faults import fault_point
 
 INT32_MAX = 2**31 - 1
@@ -356,20 +357,16 @@ def cleaned_paths(directory: Path, outputs: list[OutputSegment]) -> list[Path]:
     return [directory / (f + names.CLEANED_FILE_SUFFIX) for o in outputs for f in o.files]
 
 
-def _check_offsets(b: Batch, span: tuple[int, int] | None, prev_last: int, next_base: int | None,
+def _check_offsets(b: Batch, span: tuple[int, int] | None, prev_last: int, base: int, next_base: int | None,
                    path: Path) -> int:
     """The validator's offset rules for data about to be rewritten (the prepare step checked
-    only what needs no decompression); returns the batch's last offset."""
+    only what needs no decompression); returns the last offset so far. Offsets beyond int32
+    of the base are not an error here: the rewrite splits the segment."""
     first, last = b.base_offset, b.last_offset
-    if first <= prev_last:
-        raise CorruptRecordError(f"batch offsets {first}..{last} do not follow the previous batch ending at "
-                                 f"{prev_last}", path=str(path), position=b.position)
-    if b.magic == MAGIC_V2 and span is not None and (span[0] < first or span[1] > last):
-        raise CorruptRecordError(f"record offsets {span[0]}..{span[1]} outside the batch's range {first}..{last}",
-                                 path=str(path), position=b.position)
-    if next_base is not None and last >= next_base:
-        raise CorruptRecordError(f"offset {last} is not below the next segment's base offset {next_base}",
-                                 path=str(path), position=b.position)
+    for code, message in batch_offset_problems(first, last, prev_last, base, next_base,
+                                               span if b.magic == MAGIC_V2 else None):
+        if code != "offset-overflow":
+            raise CorruptRecordError(message, path=str(path), position=b.position)
     return max(prev_last, last)  # as the validator carries it
 
 
@@ -394,7 +391,7 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
             # From the raw bytes; the same scan checks every inner message and record and
             # serves the conversion: this pass is the deep validation of the segment.
             span = digester.add_batch(b)
-            prev_last = _check_offsets(b, span, prev_last, spec.next_base_offset, log_path)
+            prev_last = _check_offsets(b, span, prev_last, base, spec.next_base_offset, log_path)
             batches += 1
             label = _label(b.magic)
             by_magic[label] = by_magic.get(label, 0) + b.size_in_bytes
