@@ -2,9 +2,8 @@
 
 Wiring and Airflow's access check only; the app lives in ``migration.audit.web``. The FastAPI
 app is mounted by the API server under ``URL_PREFIX``; the external view adds a "Migration
-report" tab to every DAG run,
-whose iframe loads ``/kmigrate-reports/dag-runs/<dag id>/<run id>`` (Airflow's UI substitutes
-``{DAG_ID}`` and ``{RUN_ID}``, URL-encoded).
+report" tab to every DAG run, whose iframe loads ``/kmigrate-reports/dag-runs/<dag id>/<run id>``
+(Airflow's UI substitutes ``{DAG_ID}`` and ``{RUN_ID}``, URL-encoded).
 
 Airflow does not authenticate plugin apps (a mounted app inherits none of the core API's
 dependencies), so every route here requires what the core API requires to read DAG runs:

@@ -537,48 +537,6 @@ def test_store_transactions_wait_for_each_other(store_url: str, clock: Clock) ->
     other.close()
 
 
-def _race_late_commit_with_a_new_run(store: SessionStore, late: RunPlan, fps: list, i: int) -> dict[str, object]:
-    barrier = threading.Barrier(2)
-    results: dict[str, object] = {}
-
-    def attempt(name: str, work) -> None:
-        barrier.wait()
-        try:
-            work()
-            results[name] = "committed"
-        except (StaleRunError, SessionBusyError) as exc:
-            results[name] = exc
-
-    def new_run() -> None:
-        plan = store.begin_run("dag", 1, f"new-{i}", believed_epoch=None, fingerprints=fps, budget=None)
-        store.finish_run(plan, all_ok(plan))
-
-    threads = [threading.Thread(target=attempt, args=("late", lambda: store.finish_run(late, all_ok(late)))),
-               threading.Thread(target=attempt, args=("new", new_run))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return results
-
-
-def test_late_commit_racing_a_new_run_leaves_one_epoch(store_url: str, clock: Clock) -> None:
-    """The expired run's commit and the next run's plan and commit, started together many
-    times: every commit gets its own epoch, and the loser of a race learns it."""
-    store = SessionStore(store_url, clock=clock, lease_ttl=timedelta(hours=1))
-    fps = fleet(4)
-    epoch = run(store, fps, None).epoch
-    for i in range(8):
-        late = store.begin_run("dag", 1, f"late-{i}", believed_epoch=epoch, fingerprints=fps, budget=None)
-        clock.advance(timedelta(hours=2))  # its lease expires
-        results = _race_late_commit_with_a_new_run(store, late, fps, i)
-        committed = [k for k, v in results.items() if v == "committed"]
-        (info,) = store.sessions()
-        assert committed and info.epoch == epoch + len(committed), results  # none lost, none doubled
-        epoch = info.epoch
-    store.close()
-
-
 def test_stale_lease_expires_and_the_crashed_run_cannot_commit(store_url: str, clock: Clock) -> None:
     store = SessionStore(store_url, clock=clock, lease_ttl=timedelta(hours=1))
     fps = fleet(3)

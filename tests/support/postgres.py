@@ -20,7 +20,6 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 DIR_PREFIX = "kmigrate-pg-"
@@ -105,11 +104,10 @@ class PostgresServer:
         if init.returncode != 0:
             raise RuntimeError(f"initdb failed ({init.returncode}): {init.stderr[-2000:]}")
         with open(self.log_path, "ab") as log:
-            preexec: Callable[[], None] = _die_with_parent
             self.proc = subprocess.Popen(
                 [str(self.bin_dir / "postgres"), "-D", str(self.data), "-p", str(PORT), "-c", "listen_addresses=",
                  "-c", f"unix_socket_directories={self.root}", "-c", "fsync=off", "-c", "full_page_writes=off"],
-                stdout=log, stderr=subprocess.STDOUT, preexec_fn=preexec, **self._as)  # type: ignore[call-overload]
+                stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent, **self._as)  # type: ignore[call-overload]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
