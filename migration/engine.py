@@ -4,9 +4,13 @@ A migration's driver inventories log dirs and builds a list of small :class:`Uni
 (paths, sizes, mtimes, parameters: metadata only). An engine runs the migration's unit
 function over them and returns small result documents:
 - ``inline``: in this process, one unit after the other (tests, small jobs, dry runs);
-- ``spark``: a Spark job, one task per unit, on a local master (log dirs are local disks)
-  or a cluster master. Speculation stays off; a retried task re-runs a unit, so every unit
-  function is idempotent.
+- ``spark``: a Spark job on a local master (log dirs are local disks) or a cluster master,
+  one task per unit, except that units sharing a ``serial_key`` run one after the other, in
+  list order, inside one task. Migrations that replace files in a partition directory key
+  their units by it: Kafka's loader resolves leftovers of the replace protocol per
+  directory, so at most one replacement may be in flight in a directory at any instant (see
+  docs/architecture.md, "One replace in flight per partition"). Speculation stays off; a
+  retried task re-runs its units, so every unit function is idempotent.
 Unit functions never raise: an exception becomes a failed result naming the unit, so one
 bad segment does not stop the others.
 """
@@ -25,6 +29,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
+
+from .ops.faults import unit_scope
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +52,25 @@ class Unit(BaseModel):
     topic: str | None = None
     partition: int | None = None
     size: int = 0
+    serial_key: str | None = Field(default=None, description="Units with the same key run one after "
+                                   "the other, in list order, in one task (e.g. a partition directory)")
     params: dict[str, Any] = Field(default_factory=dict)
+
+
+def serial_groups(units: list[Unit]) -> list[list[int]]:
+    """Indexes of ``units`` grouped for execution: one group per ``serial_key`` (in list
+    order, at the place of its first unit), every unit without a key alone."""
+    groups: list[list[int]] = []
+    by_key: dict[str, list[int]] = {}
+    for i, u in enumerate(units):
+        if u.serial_key is None:
+            groups.append([i])
+        elif u.serial_key in by_key:
+            by_key[u.serial_key].append(i)
+        else:
+            by_key[u.serial_key] = [i]
+            groups.append(by_key[u.serial_key])
+    return groups
 
 
 def resolve(kind: str, extra: dict[str, str] | None = None) -> Callable[[Unit, dict[str, Any]], dict[str, Any]]:
@@ -66,7 +90,8 @@ def execute_unit(unit: Unit | dict[str, Any], options: dict[str, Any]) -> dict[s
     u = unit if isinstance(unit, Unit) else Unit.model_validate(unit)
     started = time.monotonic()
     try:
-        result = resolve(u.kind, options.get("unit_functions"))(u, options)
+        with unit_scope(u.id):
+            result = resolve(u.kind, options.get("unit_functions"))(u, options)
     except Exception as exc:  # a unit must never take the job down with it
         log.exception("unit %s failed", u.id)
         result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
@@ -77,8 +102,10 @@ def execute_unit(unit: Unit | dict[str, Any], options: dict[str, Any]) -> dict[s
     return result
 
 
-def _execute_json(unit_json: str, options_json: str) -> str:
-    return json.dumps(execute_unit(json.loads(unit_json), json.loads(options_json)), default=str)
+def _execute_group_json(units_json: list[str], options_json: str) -> list[str]:
+    """One Spark task: its units in order (one partition's segments, for instance)."""
+    options = json.loads(options_json)
+    return [json.dumps(execute_unit(json.loads(u), options), default=str) for u in units_json]
 
 
 class Progress(Protocol):
@@ -148,16 +175,18 @@ class SparkEngine:
         spark = self._spark or spark_session(self.master)
         sc = spark.sparkContext
         opts = json.dumps(options, default=str)
-        payload = [u.model_dump_json() for u in units]
+        groups = serial_groups(units)
+        payload = [[units[i].model_dump_json() for i in g] for g in groups]
         group = f"kmigrate-{os.getpid()}-{time.monotonic_ns()}"
-        # One slice per unit: each task is one segment (or dir), retried alone if it fails.
+        # One slice per group: each task is one unit (a segment, a dir) or the units that must
+        # not overlap (one partition's segments), retried alone if it fails.
         rdd = sc.parallelize(payload, numSlices=len(payload))
         box: dict[str, Any] = {}
 
         def collect() -> None:
-            sc.setJobGroup(group, f"kmigrate: {len(payload)} units")
+            sc.setJobGroup(group, f"kmigrate: {len(units)} units in {len(payload)} tasks")
             try:
-                box["results"] = rdd.map(lambda s: _execute_json(s, opts)).collect()
+                box["results"] = rdd.map(lambda us: _execute_group_json(us, opts)).collect()
             except BaseException as exc:  # re-raised in the caller's thread
                 box["error"] = exc
 
@@ -172,13 +201,18 @@ class SparkEngine:
             done = _completed_tasks(sc, group)
             if done != last_done:
                 last_done = done
-                log.info("progress: %d/%d units done (%d bytes planned)", done, len(payload), total_bytes)
-                print(f"kmigrate progress: {done}/{len(payload)} units", file=sys.stderr, flush=True)
+                log.info("progress: %d/%d tasks done (%d units, %d bytes planned)", done, len(payload),
+                         len(units), total_bytes)
+                print(f"kmigrate progress: {done}/{len(payload)} tasks", file=sys.stderr, flush=True)
                 if progress:
                     progress(done, len(payload), {})
         if "error" in box:
             raise box["error"]
-        results = [json.loads(r) for r in box["results"]]
+        by_index: dict[int, dict[str, Any]] = {}
+        for g, out in zip(groups, box["results"], strict=True):
+            for i, r in zip(g, out, strict=True):
+                by_index[i] = json.loads(r)
+        results = [by_index[i] for i in range(len(units))]
         if progress:
             progress(len(results), len(results), results[-1])
         return results
