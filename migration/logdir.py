@@ -7,6 +7,8 @@ decompresses legacy wrappers for exact record counts. It never writes.
 
 A live broker holds ``.lock`` with a POSIX record lock (Java's ``FileChannel.tryLock`` on
 Linux is ``fcntl(F_SETLK)``); ``flock`` does not see it, so the check uses ``fcntl.lockf``.
+kmigrate takes the same lock for a whole run, so one run per log dir excludes brokers and
+other kmigrate processes alike, whatever their state directory.
 """
 
 from __future__ import annotations
@@ -14,17 +16,21 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
-import json
 import os
+import socket
 import struct
 from collections import Counter
+from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from .formats import names
 from .formats.errors import KafkaFormatError
 from .formats.file_records import FileRecords
+from .formats.fileio import atomic_write
 from .formats.model import MAGIC_V2
 
 
@@ -171,6 +177,67 @@ class Inventory(BaseModel):
 
 _HELD_LOCKS: dict[str, int] = {}
 _FLOCK = struct.Struct("hhqqi4x")  # struct flock on Linux: type, whence, start, len, pid
+HOLDER_VERSION = 1
+
+
+class LockHolder(BaseModel):
+    """Who holds a log dir's ``.lock`` for kmigrate, and for which run: written (durably) when
+    the lock is taken, removed when it is released. Found while the lock is free, it names a
+    run that was killed. The lock itself (a POSIX record lock on the log dir's ``.lock``, as a
+    broker takes) is what excludes other processes; this record only explains it."""
+
+    version: int = HOLDER_VERSION
+    log_dir: str
+    pid: int
+    pid_start: int | None = Field(default=None, description="Start time of the process (clock ticks "
+                                  "since boot): a later process that reuses the pid has another")
+    host: str
+    run_id: str | None = None
+    run_kind: str | None = None
+    resume: str | None = Field(default=None, description="The command that resumes the run")
+    rollback: str | None = Field(default=None, description="The command that rolls the run back")
+    blocks_other_runs: bool = Field(default=False, description="A killed run of this kind leaves work in "
+                                    "flight: only its resume or rollback may touch the log dir")
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+class LockState(StrEnum):
+    FREE = "free"
+    OURS = "ours"  # this process holds it
+    JOB = "job"  # the process driving this job (a Spark executor's driver) holds it
+    KMIGRATE = "kmigrate"  # another kmigrate run holds it
+    OTHER = "other"  # anything else: a live broker or controller
+
+
+class LockStatus(BaseModel):
+    log_dir: str
+    state: LockState
+    pid: int | None = None
+    process: str | None = None  # the holder's executable name (never its arguments: they may hold secrets)
+    holder: LockHolder | None = None  # kmigrate's record for this dir: live, or left by a killed run
+
+    @property
+    def live(self) -> bool:
+        """Held by a process that is neither this one nor this job's driver."""
+        return self.state in (LockState.KMIGRATE, LockState.OTHER)
+
+    @property
+    def interrupted(self) -> LockHolder | None:
+        """The record of a run that was killed while it held the lock (the lock is free now)."""
+        return self.holder if self.state is LockState.FREE else None
+
+    def describe(self) -> str:
+        if self.state is LockState.KMIGRATE and self.holder is not None:
+            return (f"{self.log_dir}: kmigrate run {self.holder.run_id} ({self.holder.run_kind}, pid {self.pid} "
+                    f"on {self.holder.host}) is working on it")
+        if self.state is LockState.OTHER:
+            return (f"{self.log_dir}: a live broker or controller holds the lock (pid {self.pid}"
+                    + (f", {self.process}" if self.process else "") + "); stop it first")
+        return f"{self.log_dir}: lock {self.state.value}"
+
+
+def _lock_key(log_dir: str | os.PathLike[str]) -> str:
+    return str((Path(log_dir) / names.LOCK_FILE).resolve())
 
 
 def _holders_dir() -> Path:
@@ -179,8 +246,41 @@ def _holders_dir() -> Path:
     return out_dir() / "state" / "locks"
 
 
-def _holder_file(lock: Path) -> Path:
-    return _holders_dir() / (hashlib.sha1(str(lock.resolve()).encode()).hexdigest() + ".json")
+def _holder_file(log_dir: str | os.PathLike[str]) -> Path:
+    return _holders_dir() / (hashlib.sha1(_lock_key(log_dir).encode()).hexdigest() + ".json")
+
+
+def process_start(pid: int) -> int | None:
+    """The start time of ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name (field 2) may hold spaces and parentheses: split after its last ")"
+    return int(stat[stat.rindex(")") + 2:].split()[19])
+
+
+def _process_name(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def read_lock_holder(log_dir: str | os.PathLike[str]) -> LockHolder | None:
+    """kmigrate's record for ``log_dir``; an unreadable or unknown-version one counts as none."""
+    try:
+        holder = LockHolder.model_validate_json(_holder_file(log_dir).read_text())
+    except (OSError, ValueError):
+        return None
+    return holder if holder.version == HOLDER_VERSION else None
+
+
+def clear_lock_holder(log_dir: str | os.PathLike[str], run_id: str | None) -> None:
+    """Forget the record of a killed run once it was resumed or rolled back elsewhere."""
+    holder = read_lock_holder(log_dir)
+    if holder is not None and holder.run_id == run_id and lock_holder_pid(log_dir) is None:
+        _holder_file(log_dir).unlink(missing_ok=True)
 
 
 def lock_holder_pid(log_dir: str | os.PathLike[str]) -> int | None:
@@ -198,35 +298,46 @@ def lock_holder_pid(log_dir: str | os.PathLike[str]) -> int | None:
     return None if l_type == fcntl.F_UNLCK else pid
 
 
-def is_locked(log_dir: str | os.PathLike[str]) -> bool:
-    """True when a process other than this tool holds the log dir's ``.lock`` (a live broker).
-
-    A migration job holds the lock itself while it works (so no broker starts meanwhile) and
-    records its pid outside the log dir; its Spark executors, other processes, must see that
-    lock as their own job's, not as a broker's."""
-    lock = Path(log_dir) / names.LOCK_FILE
-    if str(lock.resolve()) in _HELD_LOCKS:
-        return False  # ours: closing another descriptor of the file would drop it
+def lock_status(log_dir: str | os.PathLike[str], *, job_owner_pid: int | None = None) -> LockStatus:
+    """Who holds ``log_dir``'s lock. ``job_owner_pid``: the process that took the lock for the
+    job this process works for (passed down explicitly: a shared state directory proves
+    nothing about who a holder is)."""
+    ld = str(log_dir)
+    holder = read_lock_holder(log_dir)
+    if _lock_key(log_dir) in _HELD_LOCKS:
+        return LockStatus(log_dir=ld, state=LockState.OURS, pid=os.getpid(), holder=holder)
     pid = lock_holder_pid(log_dir)
     if pid is None:
-        return False
-    holder = _holder_file(lock)
-    try:
-        return json.loads(holder.read_text()).get("pid") != pid
-    except (FileNotFoundError, ValueError):
-        return True
+        return LockStatus(log_dir=ld, state=LockState.FREE, holder=holder)
+    if job_owner_pid is not None and pid == job_owner_pid:
+        return LockStatus(log_dir=ld, state=LockState.JOB, pid=pid, holder=holder)
+    if holder is not None and holder.pid == pid and holder.pid_start == process_start(pid):
+        return LockStatus(log_dir=ld, state=LockState.KMIGRATE, pid=pid, holder=holder)
+    # a record whose process is not the holder is stale (a killed run; a reused pid): not shown
+    return LockStatus(log_dir=ld, state=LockState.OTHER, pid=pid, process=_process_name(pid))
+
+
+def is_locked(log_dir: str | os.PathLike[str], *, job_owner_pid: int | None = None) -> bool:
+    """True when a process other than this one (or this job's driver) holds the lock."""
+    return lock_status(log_dir, job_owner_pid=job_owner_pid).live
 
 
 class LogDirLock:
-    """Hold a log dir's ``.lock`` as Kafka does, so no broker starts on it while we work."""
+    """Hold a log dir's ``.lock`` as Kafka does, so that no broker starts on it and no second
+    kmigrate process works on it while we do; ``holder`` says for which run (see
+    :class:`LockHolder`)."""
 
-    def __init__(self, log_dir: str | os.PathLike[str]) -> None:
-        self.path = Path(log_dir) / names.LOCK_FILE
+    def __init__(self, log_dir: str | os.PathLike[str], *, holder: dict[str, Any] | None = None,
+                 job_owner_pid: int | None = None) -> None:
+        self.log_dir = Path(log_dir)
+        self.path = self.log_dir / names.LOCK_FILE
+        self.holder = holder or {}
+        self.job_owner_pid = job_owner_pid
         self._fd: int | None = None
         self._shared = False
 
     def acquire(self) -> bool:
-        key = str(self.path.resolve())
+        key = _lock_key(self.log_dir)
         if key in _HELD_LOCKS:
             # POSIX record locks belong to the process: this process already holds it, and a
             # second descriptor closed later would silently drop the lock. Share the holder.
@@ -240,24 +351,28 @@ class LogDirLock:
         except OSError as exc:
             os.close(fd)
             if exc.errno in (errno.EACCES, errno.EAGAIN):
-                if not is_locked(self.path.parent):
-                    # Held by the migration job this process works for (a Spark executor
-                    # under its driver): the dir is protected; share that holder.
-                    self._shared = True
+                if self.job_owner_pid is not None and lock_holder_pid(self.log_dir) == self.job_owner_pid:
+                    self._shared = True  # held by the driver of the job this executor works for
                     return True
                 return False
             raise
         self._fd = fd
-        _HELD_LOCKS[str(self.path.resolve())] = fd
-        holder = _holder_file(self.path)
-        holder.parent.mkdir(parents=True, exist_ok=True)
-        holder.write_text(json.dumps({"pid": os.getpid(), "lock": str(self.path.resolve())}))
+        _HELD_LOCKS[key] = fd
+        record = LockHolder(log_dir=str(self.log_dir.resolve()), pid=os.getpid(),
+                            pid_start=process_start(os.getpid()), host=socket.gethostname(), **self.holder)
+        hf = _holder_file(self.log_dir)
+        hf.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(hf, record.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")
         return True
 
     def release(self) -> None:
         if self._fd is not None:
-            _HELD_LOCKS.pop(str(self.path.resolve()), None)
-            _holder_file(self.path).unlink(missing_ok=True)
+            _HELD_LOCKS.pop(_lock_key(self.log_dir), None)
+            # the record goes first: a kill between the two leaves a free lock and a record,
+            # read as a killed run, which it then was
+            holder = read_lock_holder(self.log_dir)
+            if holder is not None and holder.pid == os.getpid():
+                _holder_file(self.log_dir).unlink(missing_ok=True)
             fcntl.lockf(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

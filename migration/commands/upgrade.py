@@ -58,8 +58,16 @@ def upgrade(
                                  ] = 1048588,
 ) -> None:
     """Upgrade segments to message format v1 or v2, crash-safely, with backups and proof."""
-    from ..ops.upgrade import UpgradeOptions, execute_upgrade
+    from ..audit.model import RunKind, new_run_id
+    from ..ops.upgrade import UpgradeOptions, execute_upgrade, resume_command
 
+    run_id = run_id or new_run_id(RunKind.UPGRADE)
+    if not dry_run:
+        # said first, so that an operator whose run is killed knows what to type next
+        Console(stderr=True).print(
+            f"run {run_id}; if it is interrupted, resume it with: "
+            f"{resume_command([str(d.resolve()) for d in log_dirs], to.value, run_id)} "
+            f"or roll it back with: kmigrate rollback {run_id}", highlight=False, soft_wrap=True)
     options = UpgradeOptions(target=to.value, stamp_v0_with_mtime=stamp_v0_with_mtime, force=force,
                              dry_run=dry_run, backup_root=str(backup_root) if backup_root else None,
                              segment_bytes=segment_bytes, max_message_bytes=max_message_bytes)
@@ -70,11 +78,15 @@ def upgrade(
     _show(report)
 
 
-def rollback(run_id: Annotated[str, typer.Argument(help="The upgrade run to undo.")]) -> None:
-    """Restore the originals of an upgrade run (byte for byte, mtimes too)."""
+def rollback(run_id: Annotated[str, typer.Argument(help="The upgrade run to undo.")],
+             backup_root: Annotated[Path | None, typer.Option(
+                 help="Where the run kept its originals, when its run directory is lost (default: the "
+                      "default backup root).")] = None) -> None:
+    """Restore the originals of an upgrade run (byte for byte, mtimes too), whatever state the
+    log dirs are in: finished, interrupted, or loaded by Kafka since."""
     from ..ops.upgrade import rollback_run
 
-    _show(rollback_run(run_id))
+    _show(rollback_run(run_id, backup_root=str(backup_root) if backup_root else None))
 
 
 def commit(run_id: Annotated[str, typer.Argument(help="The upgrade run to make final.")]) -> None:

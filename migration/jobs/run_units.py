@@ -3,8 +3,8 @@
     spark-submit --master local[2] migration/jobs/run_units.py --job JOB.json --results OUT.json
 
 ``JOB.json`` holds ``{"units": [...], "options": {...}}`` written by the driver task; the
-results (one small document per unit) go to ``OUT.json`` via a temporary file and a rename,
-so a reader never sees half a file.
+results (one small document per unit) go to ``OUT.json`` via a temporary file, fsync, a rename
+and a directory fsync, so a reader never sees half a file and a crash never loses it.
 """
 
 from __future__ import annotations
@@ -24,15 +24,21 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from migration.engine import Unit, get_engine
-    from migration.ops.safety import Refused, holding_locks
+    from migration.ops.safety import Refused, RunLock, holding_locks
 
     job = json.loads(Path(args.job).read_text())
     units = [Unit.model_validate(u) for u in job["units"]]
     options = job.get("options", {})
     out = Path(args.results)
+    lock_dirs = options.get("lock_log_dirs", [])
+    run_lock = RunLock.model_validate(options["run_lock"]) if options.get("run_lock") else None
+    if lock_dirs:
+        # This driver holds the locks for the whole job; its executors, other processes, are
+        # told so explicitly (a shared state directory would prove nothing).
+        options["lock_owner_pid"] = os.getpid()
     try:
         # The process that rewrites holds the log dirs' locks, so no broker starts meanwhile.
-        with holding_locks(options.get("lock_log_dirs", [])):
+        with holding_locks(lock_dirs, run_lock):
             results = get_engine(args.engine).run(units, options)
     except Refused as exc:
         results = [{"unit_id": u.id, "kind": u.kind, "status": "refused", "error": str(exc)} for u in units]
@@ -46,9 +52,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(out: Path, results: list) -> None:
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps({"results": results}, default=str))
-    os.replace(tmp, out)
+    from migration.formats.fileio import atomic_write
+
+    # durable: a resume or finalize reads it after whatever happens to this host next
+    atomic_write(out, json.dumps({"results": results}, default=str).encode(), tmp_suffix=".tmp")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,12 @@
 - No ``.kafka_cleanshutdown`` marker: the last shutdown was unclean, so segments above the
   recovery point may hold a truncated tail Kafka would cut at startup: refuse unless forced.
 - The backup root must lie outside every log dir.
-While a migration works it holds each log dir's ``.lock`` itself, so a broker started by
-mistake fails to lock the dir and refuses to start instead of reading half-done work.
+- A run that was killed while it held a log dir (its lock record is there, the lock is free)
+  is named with the commands that resume it or roll it back; when it left work in flight
+  (an upgrade), nothing but that resume or rollback may touch the log dir.
+While a migration works it holds each log dir's ``.lock`` itself, for the whole run, so a
+broker started by mistake fails to lock the dir and refuses to start instead of reading
+half-done work, and a second kmigrate process (whatever its state directory) refuses too.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from ..formats import names
-from ..logdir import LogDirLock, is_locked
+from ..logdir import LockHolder, LogDirLock, lock_status
 from ..paths import is_inside
 
 
@@ -25,10 +31,40 @@ class Refused(Exception):
     """The run must not act at all (exit code 3)."""
 
 
-def check_not_live(log_dirs: list[str | os.PathLike[str]]) -> None:
-    live = [str(d) for d in log_dirs if is_locked(d)]
-    if live:
-        raise Refused(f"a live broker or controller holds the lock of: {', '.join(live)}; stop it first")
+class RunLock(BaseModel):
+    """What a run records with each log dir lock it holds (see :class:`LockHolder`)."""
+
+    run_id: str
+    run_kind: str
+    resume: str | None = None
+    rollback: str | None = None
+    blocks_other_runs: bool = False
+
+
+def interrupted_message(log_dir: str | os.PathLike[str], holder: LockHolder) -> str:
+    what = [f"resume it with: {holder.resume}"] if holder.resume else []
+    what += [f"roll it back with: {holder.rollback}"] if holder.rollback else []
+    return (f"{log_dir}: run {holder.run_id} ({holder.run_kind}) was interrupted: its process {holder.pid} on "
+            f"{holder.host} stopped while it held the log dir (started {holder.started_at:%Y-%m-%d %H:%M:%S} UTC)"
+            + ("; " + " or ".join(what) if what else ""))
+
+
+def check_not_live(log_dirs: list[str | os.PathLike[str]], *, run_id: str | None = None,
+                   resolves: str | None = None) -> list[str]:
+    """Refuse when a process holds a log dir's lock, or a killed run left work in flight that
+    this run (``run_id`` resuming it, or ``resolves``: rolling it back) does not finish.
+    Returns warnings naming killed runs that left nothing in flight."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    for d in log_dirs:
+        st = lock_status(d)
+        if st.live:
+            problems.append(st.describe())
+        elif (h := st.interrupted) is not None and h.run_id not in (run_id, resolves):
+            (problems if h.blocks_other_runs else warnings).append(interrupted_message(d, h))
+    if problems:
+        raise Refused("; ".join(problems))
+    return warnings
 
 
 def check_clean_shutdown(log_dirs: list[str | os.PathLike[str]], *, force: bool = False) -> list[str]:
@@ -47,14 +83,16 @@ def check_backup_root(backup_root: str | os.PathLike[str], log_dirs: list[str | 
 
 
 @contextlib.contextmanager
-def holding_locks(log_dirs: list[str | os.PathLike[str]]) -> Iterator[None]:
-    """Hold every log dir's lock for the duration; refuse if any is taken meanwhile."""
+def holding_locks(log_dirs: list[str | os.PathLike[str]], run: RunLock | None = None) -> Iterator[None]:
+    """Hold every log dir's lock for the duration, recording ``run`` with it; refuse if any is
+    taken meanwhile."""
     held: list[LogDirLock] = []
     try:
         for d in log_dirs:
-            lock = LogDirLock(d)
+            lock = LogDirLock(d, holder=run.model_dump() if run is not None else None)
             if not lock.acquire():
-                raise Refused(f"{d}: the log dir lock was taken by another process")
+                raise Refused(lock_status(d).describe() if lock_status(d).live
+                              else f"{d}: the log dir lock was taken by another process")
             held.append(lock)
         yield
     finally:

@@ -60,7 +60,7 @@ from ..validate import validate_segment
 from . import tier_layout as layout
 from .producer_state import ProducerStateError, SnapshotAction, ensure_segment_snapshots
 from .s3 import DEFAULT_PART_SIZE, LAYOUT_METADATA_KEY, ChecksumMismatch, S3Hook, S3Settings, file_sha256
-from .safety import Refused, check_not_live, holding_locks
+from .safety import Refused, RunLock, check_not_live, holding_locks
 from .tier_metadata import read_metadata_image
 
 log = logging.getLogger(__name__)
@@ -135,8 +135,7 @@ def prepare_tier(log_dirs: list[str | os.PathLike[str]], *, run_id: str, options
     Raises :class:`Refused` when a live broker holds a log dir."""
     started = time.time()
     rd = RunDir(run_id)
-    check_not_live(log_dirs)
-    warnings: list[str] = []
+    warnings: list[str] = check_not_live(log_dirs, run_id=run_id)
     dirs = [scan_log_dir(d) for d in log_dirs]
     for d in dirs:
         if not d.clean_shutdown:
@@ -618,7 +617,7 @@ def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions
         results = eng.run(units, opts, progress)
     else:
         # Hold the log dirs' locks while snapshots are written: a broker started by mistake refuses.
-        with holding_locks(list(log_dirs)):
+        with holding_locks(list(log_dirs), RunLock(run_id=rid, run_kind="tier-prepare")):
             results = eng.run(units, opts, progress)
     rd.write_results(results)
     return finalize_tier(rid)

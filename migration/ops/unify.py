@@ -105,6 +105,9 @@ class UnifyOptions(BaseModel):
     retire_stray: bool = Field(default=False, description="Retire stray bootstrap.checkpoint copies of "
                                "broker-only log dirs (stray_log_dirs)")
     stray_log_dirs: list[str] = Field(default_factory=list)
+    run_id: str | None = None
+    lock_owner_pid: int | None = Field(default=None, description="Set at run time by a job runner that "
+                                       "holds the log dir locks for its executors (spark-submit's driver)")
 
     def resolved_backup_root(self) -> Path:
         return Path(self.backup_root).resolve() if self.backup_root else default_backup_root()
@@ -529,7 +532,7 @@ def run_unit(unit: Unit, options: dict[str, Any] | UnifyOptions) -> dict[str, An
         return _run_stray(unit, opts)
     started = time.monotonic()
     log_dir = metadata_log_dir_of(unit.path)
-    if is_locked(log_dir):
+    if is_locked(log_dir, job_owner_pid=opts.lock_owner_pid):
         state = detect_state(log_dir)
         msg = f"{log_dir}: a live controller holds the log dir lock; nothing changed"
         return _result(state, _unit_result(state, UnitStatus.REFUSED, duration=time.monotonic() - started,
@@ -537,7 +540,7 @@ def run_unit(unit: Unit, options: dict[str, Any] | UnifyOptions) -> dict[str, An
     if opts.dry_run:
         state = detect_state(log_dir)
         return _planned(state, started)
-    with _holding_lock(log_dir) as held:
+    with _holding_lock(log_dir, opts) as held:
         if not held:
             state = detect_state(log_dir)
             msg = f"{log_dir}: the log dir lock was taken by another process; nothing changed"
@@ -547,7 +550,7 @@ def run_unit(unit: Unit, options: dict[str, Any] | UnifyOptions) -> dict[str, An
 
 
 @contextlib.contextmanager
-def _holding_lock(log_dir: Path) -> Iterator[bool]:
+def _holding_lock(log_dir: Path, opts: UnifyOptions) -> Iterator[bool]:
     """Hold the log dir's ``.lock`` while working, unless this process already does (a job
     runner holding it for its units): POSIX record locks belong to the process, so a second
     descriptor's release would drop the runner's lock too."""
@@ -556,7 +559,8 @@ def _holding_lock(log_dir: Path) -> Iterator[bool]:
     if str((log_dir / names.LOCK_FILE).resolve()) in _HELD_LOCKS:
         yield True
         return
-    lock = LogDirLock(log_dir)
+    lock = LogDirLock(log_dir, job_owner_pid=opts.lock_owner_pid,
+                      holder={"run_id": opts.run_id, "run_kind": "unify-bootstrap"})
     if not lock.acquire():
         yield False
         return
@@ -721,10 +725,10 @@ def _run_stray(unit: Unit, opts: UnifyOptions) -> dict[str, Any]:
         warnings.append(Finding(message="stray bootstrap.checkpoint copy of a broker-only node (pass "
                                 "--retire-stray to retire it)", file=str(d / names.BOOTSTRAP_CHECKPOINT_FILE)))
         return done(UnitStatus.PLANNED if opts.dry_run else UnitStatus.SKIPPED, warnings=warnings)
-    if is_locked(d):
+    if is_locked(d, job_owner_pid=opts.lock_owner_pid):
         return done(UnitStatus.REFUSED, errors=[Finding(message="a live broker holds the log dir lock",
                                                         file=str(d))])
-    with _holding_lock(d) as held:
+    with _holding_lock(d, opts) as held:
         if not held:
             return done(UnitStatus.REFUSED, errors=[Finding(message="the log dir lock was taken by another process",
                                                             file=str(d))])
@@ -781,13 +785,12 @@ def prepare_unify(metadata_log_dirs: list[str | os.PathLike[str]], *, run_id: st
     dirs = [metadata_log_dir_of(d) for d in metadata_log_dirs]
     strays = [Path(s).resolve() for s in opts.stray_log_dirs]
     backup_root = opts.resolved_backup_root()
-    opts = opts.model_copy(update={"backup_root": str(backup_root)})
+    opts = opts.model_copy(update={"backup_root": str(backup_root), "run_id": run_id})
     all_dirs: list[str | os.PathLike[str]] = [*dirs, *strays]
-    check_not_live(all_dirs)
+    warnings: list[str] = check_not_live(all_dirs, run_id=run_id)
     check_backup_root(backup_root, all_dirs)
     units: list[Unit] = []
     states: list[dict[str, Any]] = []
-    warnings: list[str] = []
     for d in dirs:
         st = detect_state(d)
         states.append(st.model_dump(mode="json"))

@@ -13,6 +13,7 @@ recorded result, half-done ones are finished from their journal (see :mod:`.upgr
 from __future__ import annotations
 
 import os
+import shlex
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,13 +32,13 @@ from ..engine import Progress, Unit, get_engine
 from ..formats import names
 from ..formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2
 from ..logdir import scan_log_dir
-from ..paths import default_backup_root
+from ..paths import default_backup_root, runs_dir
 from ..runs import RunDir
 from ..validate import ValidationResult, validate_segment
-from .backup import drop_backups, write_backup_manifest
+from .backup import drop_backups, unit_backups, write_backup_manifest
 from .replace import remove_cleaned_in_range
-from .safety import Refused, check_backup_root, check_clean_shutdown, check_not_live, holding_locks
-from .upgrade_journal import JournalState, load_journal
+from .safety import Refused, RunLock, check_backup_root, check_clean_shutdown, check_not_live, holding_locks
+from .upgrade_journal import JOURNAL_DIR, JournalState, UnitJournal, load_journal
 from .upgrade_options import UpgradeOptions
 from .upgrade_unit import rollback_unit, run_unit
 
@@ -96,8 +97,37 @@ class _SegmentSurvey:
 
 
 def _leftovers(partition_dir: Path) -> list[str]:
+    """Files of an interrupted replacement. ``.deleted`` ones count too: Kafka deletes them at
+    startup, and while they are there a replacement may not have finished."""
     return sorted(e.name for e in os.scandir(partition_dir)
-                  if e.name.endswith((names.CLEANED_FILE_SUFFIX, names.SWAP_FILE_SUFFIX)))
+                  if e.name.endswith((names.CLEANED_FILE_SUFFIX, names.SWAP_FILE_SUFFIX, names.DELETED_FILE_SUFFIX)))
+
+
+def _runs_in_flight(partition_dirs: set[str]) -> list[str]:
+    """Upgrade runs (in this tool's state directory) with a unit in flight in one of these
+    partition directories."""
+    found = set()
+    for jf in runs_dir().glob(f"*/{JOURNAL_DIR}/*.json"):
+        try:
+            j = UnitJournal.model_validate_json(jf.read_text())
+        except (OSError, ValueError):
+            continue
+        if j.partition_dir in partition_dirs and j.state in (JournalState.STARTED, JournalState.CLEANED,
+                                                              JournalState.ROLLING_BACK):
+            found.add(jf.parent.parent.name)
+    return sorted(found)
+
+
+def resume_command(log_dirs: list[str], target: str, run_id: str) -> str:
+    return "kmigrate upgrade " + " ".join(shlex.quote(d) for d in log_dirs) + f" --to {target} --run-id " \
+        + shlex.quote(run_id)
+
+
+def run_lock(log_dirs: list[str], target: str, run_id: str) -> RunLock:
+    """What an upgrade records with its locks: a killed one blocks other runs until resumed
+    or rolled back (it may leave a replacement in flight)."""
+    return RunLock(run_id=run_id, run_kind="upgrade", resume=resume_command(log_dirs, target, run_id),
+                   rollback=f"kmigrate rollback {shlex.quote(run_id)}", blocks_other_runs=True)
 
 
 def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions,
@@ -109,11 +139,11 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
     previous = rd.read_prepare()
     if rd.job_path.exists() and previous and not previous.get("dry_run") and not previous.get("refusal"):
         # A re-run of the same job: same units, gates checked again.
-        check_not_live(previous["log_dirs"])
+        check_not_live(previous["log_dirs"], run_id=run_id)
         return rd
     started = datetime.now().astimezone()
-    check_not_live(dirs)
-    warnings = check_clean_shutdown(dirs, force=options.force)
+    warnings = check_not_live(dirs, run_id=run_id)
+    warnings += check_clean_shutdown(dirs, force=options.force)
     backup_root = _backup_root(options)
     check_backup_root(backup_root, dirs)
     target = options.target_magic
@@ -159,17 +189,24 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                     continue
                 uid = _unit_id(bid, i, part.topic, part.partition, seg.base_offset)
                 estimates[uid] = seg.size + survey.growth
+                # serial_key: one replacement in flight per partition directory, on every engine
                 units.append(Unit(kind=UNIT_KIND, id=uid, broker_id=bid, log_dir=d, path=str(log_path),
                                   topic=part.topic, partition=part.partition, size=seg.size,
+                                  serial_key=str(pdir),
                                   params={"partition_dir": str(pdir), "base_offset": seg.base_offset,
                                           "next_base_offset": nxt, "mtime_ns": seg.mtime_ns,
                                           "formats": survey.bytes_by_magic}))
     if leftovers:
+        owners = _runs_in_flight({str(Path(p).parent) for p in leftovers})
+        how = ("; ".join(f"they belong to run {r}: resume it with: {resume_command(dirs, options.target, r)} "
+                         f"or roll it back with: kmigrate rollback {shlex.quote(r)}" for r in owners) if owners
+               else f"no upgrade run in {runs_dir()} has work in flight there: start the broker once (Kafka's "
+                    "log loader resolves them), stop it cleanly, and run again")
         raise Refused("leftover files of an interrupted segment replacement: " + ", ".join(leftovers[:5])
-                      + (" ..." if len(leftovers) > 5 else "") + "; re-run the interrupted run (same --run-id) "
-                      "or let Kafka resolve them at startup")
+                      + (" ..." if len(leftovers) > 5 else "") + "; " + how)
     opts = options.model_dump(mode="json") | {"backup_root": backup_root, "run_id": run_id,
-                                               "run_dir": str(rd.path.resolve())}
+                                               "run_dir": str(rd.path.resolve()),
+                                               "run_lock": run_lock(dirs, options.target, run_id).model_dump()}
     rd.write_prepare({"run_id": run_id, "started_at": started.isoformat(), "log_dirs": dirs,
                       "dry_run": options.dry_run, "warnings": warnings, "skipped": skipped, "corrupt": corrupt,
                       "estimates": estimates, "refusal": None})
@@ -275,8 +312,10 @@ def execute_upgrade(log_dirs: list[str], *, options: UpgradeOptions, engine: str
         return finalize_upgrade(run_id, engine=engine)
     units, opts = rd.read_job()
     dirs = rd.read_prepare()["log_dirs"]
+    lock = RunLock.model_validate(opts["run_lock"]) if opts.get("run_lock") else \
+        run_lock(dirs, opts.get("target") or options.target, run_id)
     try:
-        with holding_locks(dirs):
+        with holding_locks(dirs, lock):
             results = get_engine(engine, master=master, spark=spark).run(units, opts, progress)
     except Refused as exc:
         prep = rd.read_prepare()
@@ -287,20 +326,51 @@ def execute_upgrade(log_dirs: list[str], *, options: UpgradeOptions, engine: str
     return finalize_upgrade(run_id, engine=engine)
 
 
-def rollback_run(run_id: str) -> RunReport:
+def _units_from_backups(run_id: str, backup_root: str) -> list[Unit]:
+    """The units of a run whose run directory is lost, from its backup manifests."""
+    units = []
+    for ub in unit_backups(backup_root, run_id):
+        place = ub.place
+        if place is None or place.base_offset is None or place.log_dir is None:
+            raise Refused(f"the backup manifest of unit {ub.unit_id} (run {run_id}) predates the manifests "
+                          "that say where a unit lives; roll back with the run directory in place")
+        units.append(Unit(kind=UNIT_KIND, id=ub.unit_id, broker_id=place.broker_id, log_dir=place.log_dir,
+                          path=str(Path(ub.partition_dir) / names.log_file_name(place.base_offset)),
+                          topic=place.topic, partition=place.partition, serial_key=ub.partition_dir,
+                          params={"partition_dir": ub.partition_dir, "base_offset": place.base_offset,
+                                  "next_base_offset": place.next_base_offset}))
+    return units
+
+
+def rollback_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
     """Restore the originals of every unit of an upgrade run (byte for byte, mtimes too) and
-    remove the segments it created."""
-    rd = RunDir(run_id)
+    remove the segments it created, from whatever state the log dirs are in. Without the run's
+    directory (job, journals), the backup manifests under ``backup_root`` (default: the
+    default backup root) say what to restore."""
     report_id = new_run_id(RunKind.ROLLBACK)
-    if not rd.job_path.exists():
-        return _refused_report(RunKind.ROLLBACK, report_id, f"no upgrade job for run {run_id}",
-                               {"upgrade_run_id": run_id})
-    units, opts = rd.read_job()
-    dirs = rd.read_prepare().get("log_dirs", sorted({u.log_dir for u in units}))
+    rd = RunDir(run_id)
+    if rd.job_path.exists():
+        units, opts = rd.read_job()
+        dirs = rd.read_prepare().get("log_dirs", sorted({u.log_dir for u in units}))
+    else:
+        root = str(Path(backup_root).resolve() if backup_root else default_backup_root())
+        try:
+            units = _units_from_backups(run_id, root)
+        except (Refused, ValueError) as exc:
+            return _refused_report(RunKind.ROLLBACK, report_id, str(exc), {"upgrade_run_id": run_id})
+        if not units:
+            return _refused_report(RunKind.ROLLBACK, report_id, f"no upgrade job for run {run_id} in {rd.path.parent} "
+                                   f"and no backups of it in {root}", {"upgrade_run_id": run_id})
+        opts = {"run_id": run_id, "run_dir": str(rd.path.resolve()), "backup_root": root}
+        dirs = sorted({u.log_dir for u in units})
     params = {"upgrade_run_id": run_id, "log_dirs": dirs}
+    # recorded under the upgrade's run id: killed, it is resumed by the same command, and it
+    # resolves a killed upgrade of that run
+    lock = RunLock(run_id=run_id, run_kind="rollback", resume=f"kmigrate rollback {shlex.quote(run_id)}",
+                   blocks_other_runs=True)
     try:
-        check_not_live(dirs)
-        with holding_locks(dirs):
+        check_not_live(dirs, resolves=run_id)
+        with holding_locks(dirs, lock):
             report = RunReport.start(RunKind.ROLLBACK, params, run_id=report_id)
             for u in units:
                 r = rollback_unit(u, opts)

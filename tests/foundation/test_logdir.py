@@ -86,7 +86,8 @@ def test_our_own_lock_keeps_a_broker_out(tmp_path):
 
 
 def test_a_lock_held_by_our_own_job_is_not_a_live_broker_for_its_executors(tmp_path, monkeypatch):
-    """The Spark job driver holds the lock; executors (other processes) must not refuse."""
+    """The Spark job driver holds the lock; executors (other processes), told its pid, must not
+    refuse. Any other process, even one with the same state directory, is kept out."""
     monkeypatch.setenv("KMIGRATE_OUT", str(tmp_path / "out"))
     logdir = tmp_path / "logs"
     logdir.mkdir()
@@ -102,11 +103,14 @@ def test_a_lock_held_by_our_own_job_is_not_a_live_broker_for_its_executors(tmp_p
         from migration.logdir import lock_holder_pid
 
         assert lock_holder_pid(logdir) == job.pid
-        assert not is_locked(logdir)  # our job's lock
-        executor_side = LogDirLock(logdir)
+        assert not is_locked(logdir, job_owner_pid=job.pid)  # our job's lock
+        executor_side = LogDirLock(logdir, job_owner_pid=job.pid)
         assert executor_side.acquire() and executor_side._shared  # shared with its job's holder
         executor_side.release()
         assert lock_holder_pid(logdir) == job.pid  # releasing a shared hold keeps the job's lock
+        # the same state directory proves nothing: another process is not the job's executor
+        assert is_locked(logdir)
+        assert not LogDirLock(logdir).acquire()
     finally:
         job.kill()
         job.wait()
