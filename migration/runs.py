@@ -7,7 +7,8 @@ engines, and Airflow tasks that hand work to ``spark-submit``:
   2. run units (engine: inline, in-process Spark, or spark-submit of jobs/run_units.py)
      -> ``results.json``;
   3. finalize (driver): read results, verify, write the run report.
-Files are written via a temporary name and a rename; nothing here is inside a log dir.
+Files are written durably (temporary name, fsync, rename, directory fsync: a resume or a
+rollback reads them after a crash); nothing here is inside a log dir.
 """
 
 from __future__ import annotations
@@ -18,23 +19,21 @@ from pathlib import Path
 from typing import Any
 
 from .engine import Unit
+from .formats.fileio import atomic_write, fsync_dir
 from .paths import runs_dir
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=1, default=str).encode(), tmp_suffix=".tmp")
 
 
 class RunDir:
     def __init__(self, run_id: str, root: str | os.PathLike[str] | None = None) -> None:
         self.run_id = run_id
         self.path = Path(root) if root is not None else runs_dir() / run_id
-        self.path.mkdir(parents=True, exist_ok=True)
+        if not self.path.is_dir():
+            self.path.mkdir(parents=True, exist_ok=True)
+            fsync_dir(self.path.parent)  # the run dir's own name survives a crash too
 
     @property
     def job_path(self) -> Path:

@@ -5,6 +5,12 @@ Layout: ``<backup root>/<run id>/files/<unit id>/<file name>``, one manifest per
 there is no shared file to race on) and, at finalize, ``backup-manifest.json`` joining them.
 Files are hard links where the filesystem allows (instant, no extra space: the replace only
 unlinks the log dir's name), copies otherwise; each entry records size, mtime and SHA-256.
+A unit's manifest also says where the unit lives (log dir, partition, offset range), so a
+rollback needs nothing else: not the run's journal, not even its run directory. Files a
+rollback finds in the way of the originals (data that is neither an original nor the run's
+output) are kept in ``<backup root>/<run id>/displaced/<unit id>/`` before they are replaced.
+Every document here is versioned and written durably (temporary file, fsync, rename,
+directory fsync).
 """
 
 from __future__ import annotations
@@ -17,11 +23,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ..formats.fileio import fsync_dir
+from ..formats.fileio import atomic_write, fsync_dir
 
 MANIFESTS_DIR = "manifests"
 FILES_DIR = "files"
+DISPLACED_DIR = "displaced"
 BACKUP_MANIFEST = "backup-manifest.json"
+MANIFEST_VERSION = 1
 _HASH_CHUNK = 1 << 20
 
 
@@ -33,11 +41,33 @@ class BackupFile(BaseModel):
     linked: bool = False
 
 
+class UnitPlace(BaseModel):
+    """Where a unit works: enough to roll it back from its backup alone."""
+
+    log_dir: str | None = None
+    broker_id: int = -1
+    topic: str | None = None
+    partition: int | None = None
+    base_offset: int | None = None
+    next_base_offset: int | None = Field(default=None, description="End of the unit's offset range (the "
+                                         "next segment's base offset); None: the last segment")
+
+
 class UnitBackup(BaseModel):
+    version: int = Field(default=0, description="0: written before versioning (no place); 1: with place")
     unit_id: str
     partition_dir: str
     backup_dir: str
+    place: UnitPlace | None = None
     files: list[BackupFile] = Field(default_factory=list)
+
+
+def _read_manifest(path: Path) -> UnitBackup:
+    ub = UnitBackup.model_validate_json(path.read_text())
+    if ub.version > MANIFEST_VERSION:
+        raise ValueError(f"{path}: backup manifest version {ub.version} is newer than this tool reads "
+                         f"({MANIFEST_VERSION}); use the kmigrate that wrote it")
+    return ub
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
@@ -78,17 +108,19 @@ def link_or_copy(src: Path, dst: Path) -> bool:
 
 
 def backup_unit(
-    backup_root: str | os.PathLike[str], run_id: str, unit_id: str, partition_dir: Path, file_names: list[str]
+    backup_root: str | os.PathLike[str], run_id: str, unit_id: str, partition_dir: Path, file_names: list[str],
+    place: UnitPlace | None = None,
 ) -> UnitBackup:
     """Keep the named files of ``partition_dir``; idempotent (a re-run finds its own backup)."""
     root = run_backup_dir(backup_root, run_id)
     target = root / FILES_DIR / unit_id
     manifest_path = root / MANIFESTS_DIR / f"{unit_id}.json"
     if manifest_path.exists():
-        return UnitBackup.model_validate_json(manifest_path.read_text())
+        return _read_manifest(manifest_path)
     target.mkdir(parents=True, exist_ok=True)
     manifest_path.parent.mkdir(parents=True, exist_ok=True)
-    ub = UnitBackup(unit_id=unit_id, partition_dir=str(partition_dir), backup_dir=str(target))
+    ub = UnitBackup(version=MANIFEST_VERSION, unit_id=unit_id, partition_dir=str(partition_dir),
+                    backup_dir=str(target), place=place)
     for name in file_names:
         src = partition_dir / name
         dst = target / name
@@ -98,17 +130,33 @@ def backup_unit(
         fp.linked = link_or_copy(src, dst)
         ub.files.append(fp)
     fsync_dir(target)
-    tmp = manifest_path.with_name(manifest_path.name + ".tmp")
-    tmp.write_text(ub.model_dump_json(indent=1))
-    _fsync_file(tmp)
-    os.replace(tmp, manifest_path)
-    fsync_dir(manifest_path.parent)
+    atomic_write(manifest_path, ub.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")
     return ub
 
 
 def load_unit_backup(backup_root: str | os.PathLike[str], run_id: str, unit_id: str) -> UnitBackup | None:
     p = run_backup_dir(backup_root, run_id) / MANIFESTS_DIR / f"{unit_id}.json"
-    return UnitBackup.model_validate_json(p.read_text()) if p.exists() else None
+    return _read_manifest(p) if p.exists() else None
+
+
+def unit_backups(backup_root: str | os.PathLike[str], run_id: str) -> list[UnitBackup]:
+    """Every unit backup of a run, in unit id order."""
+    mdir = run_backup_dir(backup_root, run_id) / MANIFESTS_DIR
+    return [_read_manifest(p) for p in sorted(mdir.glob("*.json"))] if mdir.is_dir() else []
+
+
+def keep_displaced(backup_root: str | os.PathLike[str], run_id: str, unit_id: str, partition_dir: Path,
+                   file_names: list[str]) -> Path:
+    """Link (or copy) files a rollback is about to replace into the run's backup, so that
+    nothing found in a log dir is ever lost. Returns the directory."""
+    target = run_backup_dir(backup_root, run_id) / DISPLACED_DIR / unit_id
+    target.mkdir(parents=True, exist_ok=True)
+    for name in file_names:
+        dst = target / name
+        dst.unlink(missing_ok=True)
+        link_or_copy(partition_dir / name, dst)
+    fsync_dir(target)
+    return target
 
 
 def verify_backup(ub: UnitBackup) -> list[str]:
@@ -130,9 +178,8 @@ def write_backup_manifest(backup_root: str | os.PathLike[str], run_id: str) -> P
         return None
     units = [json.loads(p.read_text()) for p in sorted(mdir.glob("*.json"))]
     out = root / BACKUP_MANIFEST
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps({"run_id": run_id, "units": units}, indent=1))
-    os.replace(tmp, out)
+    atomic_write(out, json.dumps({"version": MANIFEST_VERSION, "run_id": run_id, "units": units},
+                                 indent=1).encode(), tmp_suffix=".tmp")
     return out
 
 

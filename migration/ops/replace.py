@@ -115,14 +115,56 @@ def remove_cleaned_in_range(directory: Path, first: int, end: int | None) -> Non
     interrupted rewrite of that range (Kafka deletes every ``.cleaned`` file at startup)."""
     removed = False
     for e in os.scandir(directory):
-        if not e.name.endswith(names.CLEANED_FILE_SUFFIX):
-            continue
-        try:
-            off = names.offset_from_file_name(e.name)
-        except KafkaFormatError:  # not a Kafka file name: not ours
-            continue
-        if off >= first and (end is None or off < end):
+        if e.name.endswith(names.CLEANED_FILE_SUFFIX) and _offset_in(e.name, first, end):
             os.unlink(e.path)
             removed = True
     if removed:
         fsync_dir(directory)
+
+
+def _offset_in(name: str, first: int, end: int | None) -> bool:
+    try:
+        off = names.offset_from_file_name(name)
+    except KafkaFormatError:  # not a Kafka file name: not ours
+        return False
+    return off >= first and (end is None or off < end)
+
+
+def segment_files_in_range(directory: Path, first: int, end: int | None) -> list[str]:
+    """Segment files (``.log``, ``.index``, ``.timeindex``, ``.txnindex``, final names) whose
+    offset lies in ``[first, end)``."""
+    return sorted(e.name for e in os.scandir(directory)
+                  if e.name.endswith(names.SEGMENT_FILE_SUFFIXES) and _offset_in(e.name, first, end))
+
+
+def settle_range(directory: Path, first: int, end: int | None, old_files: Sequence[str]) -> list[str]:
+    """Resolve leftovers of a replacement of ``old_files`` in ``[first, end)`` as Kafka's
+    LogLoader would, without knowing which new files it staged (a run whose journal is lost):
+    with any ``.cleaned`` file there, step 2 had not finished, the old files are whole, and
+    every ``.cleaned`` and ``.swap`` of the range goes; with only ``.swap`` files, the
+    replacement is finished. Leftover ``.deleted`` files of the range go last. Returns what it
+    did. Only one replacement may be in flight in a directory, so the range's leftovers are
+    all of one replacement."""
+    staged = (names.CLEANED_FILE_SUFFIX, names.SWAP_FILE_SUFFIX)
+    leftovers = sorted(e.name for e in os.scandir(directory)
+                       if e.name.endswith(staged) and _offset_in(e.name, first, end))
+    cleaned = [n for n in leftovers if n.endswith(names.CLEANED_FILE_SUFFIX)]
+    swaps = [n[: -len(names.SWAP_FILE_SUFFIX)] for n in leftovers if n.endswith(names.SWAP_FILE_SUFFIX)]
+    done: list[str] = []
+    if cleaned:
+        remove_staged(directory, [n[: -len(names.CLEANED_FILE_SUFFIX)] for n in cleaned] + swaps)
+        done.append(f"removed staged files {', '.join(cleaned + [s + names.SWAP_FILE_SUFFIX for s in swaps])}")
+    elif swaps:
+        by_prefix: dict[str, list[str]] = {}
+        for n in swaps:
+            by_prefix.setdefault(n.split(".", 1)[0], []).append(n)
+        replace_segments(directory, list(by_prefix.values()), old_files)
+        done.append(f"finished the replacement by {', '.join(s + names.SWAP_FILE_SUFFIX for s in swaps)}")
+    deleted = [e.name for e in os.scandir(directory)
+               if e.name.endswith(names.DELETED_FILE_SUFFIX) and _offset_in(e.name, first, end)]
+    for n in deleted:
+        os.unlink(directory / n)
+    if deleted:
+        fsync_dir(directory)
+        done.append(f"removed {', '.join(sorted(deleted))}")
+    return done

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..digest import RecordDigest
-from ..formats.fileio import fsync_dir
+from ..formats.fileio import atomic_write, fsync_dir
 from .backup import BackupFile
 from .rewrite import OutputSegment
 
@@ -53,6 +53,8 @@ class UnitJournal(BaseModel):
     digest_after: RecordDigest | None = None
     split_batches: int = 0
     warnings: list[str] = Field(default_factory=list)
+    displaced: list[str] = Field(default_factory=list, description="Rollback: the files in the unit's "
+                                 "offset range that the originals replace")
     error: dict[str, Any] | None = None
     unit_result: dict[str, Any] | None = None
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
@@ -78,12 +80,8 @@ def load_journal(run_dir: str | os.PathLike[str], unit_id: str) -> UnitJournal |
 
 def save_journal(run_dir: str | os.PathLike[str], journal: UnitJournal) -> None:
     p = journal_path(run_dir, journal.unit_id)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    if not p.parent.is_dir():
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fsync_dir(p.parent.parent)
     journal.updated_at = datetime.now(UTC)
-    tmp = p.with_name(p.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(journal.model_dump_json(indent=1))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, p)
-    fsync_dir(p.parent)
+    atomic_write(p, journal.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")

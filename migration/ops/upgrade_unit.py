@@ -12,6 +12,7 @@ Rollback swaps the backed-up originals back in with the same protocol.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from pathlib import Path
@@ -25,9 +26,25 @@ from ..formats.checkpoint_files import LeaderEpochCheckpointFile
 from ..formats.errors import KafkaFormatError, TruncatedError
 from ..formats.file_records import FileRecords
 from ..formats.fileio import fsync_dir
-from .backup import backup_unit, link_or_copy, load_unit_backup, sha256_file, verify_backup
+from .backup import (
+    UnitBackup,
+    UnitPlace,
+    backup_unit,
+    keep_displaced,
+    link_or_copy,
+    load_unit_backup,
+    sha256_file,
+    verify_backup,
+)
 from .faults import fault_point
-from .replace import new_file_states, remove_cleaned_in_range, remove_staged, replace_segments
+from .replace import (
+    new_file_states,
+    remove_cleaned_in_range,
+    remove_staged,
+    replace_segments,
+    segment_files_in_range,
+    settle_range,
+)
 from .rewrite import OutputSegment, RewriteSpec, cleaned_paths, rewrite_segment
 from .upgrade_journal import JournalState, UnitJournal, load_journal, save_journal
 from .upgrade_options import UpgradeOptions
@@ -38,8 +55,7 @@ class UnitContext:
 
     def __init__(self, unit: Unit, options: dict[str, Any]) -> None:
         self.unit = unit
-        self.options = UpgradeOptions.model_validate({k: v for k, v in options.items()
-                                                      if k in UpgradeOptions.model_fields})
+        self._options = options
         self.run_id: str = options["run_id"]
         self.run_dir = Path(options["run_dir"])
         self.backup_root: str = options["backup_root"]
@@ -48,6 +64,12 @@ class UnitContext:
         self.next_base_offset: int | None = unit.params.get("next_base_offset")
         self.log_name = names.log_file_name(self.base_offset)
         self.started = time.monotonic()
+
+    @functools.cached_property
+    def options(self) -> UpgradeOptions:
+        """The upgrade's options (a rollback from backups alone has none, and needs none)."""
+        return UpgradeOptions.model_validate({k: v for k, v in self._options.items()
+                                              if k in UpgradeOptions.model_fields})
 
     def result(self, ur: UnitResult) -> dict[str, Any]:
         u = self.unit
@@ -166,7 +188,9 @@ def run_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
         if outcome == "finished":
             return _finish(ctx, j)
         if outcome == "changed":
-            return ctx.failed("the segment changed since this run started; nothing replaced",
+            return ctx.failed("the segment changed since this run started (neither the original nor the "
+                              "rewritten segment is in place); nothing replaced. Restore the originals with: "
+                              f"kmigrate rollback {ctx.run_id}; then start a new run",
                               file=str(ctx.partition_dir / ctx.log_name), code="SEGMENT_CHANGED")
     return _fresh(ctx, j)
 
@@ -181,10 +205,14 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
         return ctx.failed("segment file is missing", file=str(log), code="SEGMENT_MISSING")
     prefix = names.filename_prefix_from_offset(ctx.base_offset)
     files = [prefix + s for s in names.SEGMENT_FILE_SUFFIXES if (pdir / (prefix + s)).exists()]
-    ub = backup_unit(ctx.backup_root, ctx.run_id, ctx.unit.id, pdir, files)
+    u = ctx.unit
+    ub = backup_unit(ctx.backup_root, ctx.run_id, u.id, pdir, files,
+                     UnitPlace(log_dir=u.log_dir, broker_id=u.broker_id, topic=u.topic, partition=u.partition,
+                               base_offset=ctx.base_offset, next_base_offset=ctx.next_base_offset))
     original_log = next(f for f in ub.files if f.name == ctx.log_name)
     if previous is not None and not _matches(log, original_log.size, original_log.sha256):
-        return ctx.failed("the segment changed since its backup; nothing replaced", file=str(log),
+        return ctx.failed("the segment changed since its backup; nothing replaced. Restore the originals "
+                          f"with: kmigrate rollback {ctx.run_id}; then start a new run", file=str(log),
                           code="SEGMENT_CHANGED")
     fault_point("backup")
     j = UnitJournal(unit_id=ctx.unit.id, partition_dir=str(pdir), log_file=ctx.log_name,
@@ -238,8 +266,7 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
 # ---------------------------------------------------------------- rollback
 
 
-def _stage_originals(ctx: UnitContext, j: UnitJournal) -> None:
-    pdir = ctx.partition_dir
+def _stage_originals(pdir: Path, j: UnitJournal) -> None:
     assert j.backup_dir is not None
     for f in j.originals:
         dst = pdir / (f.name + names.CLEANED_FILE_SUFFIX)
@@ -249,53 +276,87 @@ def _stage_originals(ctx: UnitContext, j: UnitJournal) -> None:
     fsync_dir(pdir)
 
 
+def _originals_in_place(pdir: Path, j: UnitJournal, in_range: list[str]) -> bool:
+    return set(in_range) == set(j.original_names) and all(_matches(pdir / f.name, f.size, f.sha256)
+                                                         for f in j.originals)
+
+
+def _journal_from_backup(ctx: UnitContext, ub: UnitBackup) -> UnitJournal:
+    """What a rollback needs when the unit's journal is lost: its originals and their backup."""
+    return UnitJournal(unit_id=ctx.unit.id, partition_dir=str(ctx.partition_dir), log_file=ctx.log_name,
+                       base_offset=ctx.base_offset, state=JournalState.DONE, originals=ub.files,
+                       backup_dir=ub.backup_dir)
+
+
 def rollback_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
-    """Swap the originals of an upgraded segment back in (byte for byte, mtimes included) and
-    remove every segment the upgrade created for it. Idempotent and resumable."""
+    """Put the originals of a unit back (byte for byte, mtimes included) from its backup,
+    whatever the partition directory holds now: the upgraded segment, a half-done replacement,
+    what Kafka's loader made of one, nothing at all, or something else (kept under the run's
+    backup, ``displaced/``, before it is replaced). Works without the unit's journal.
+    Idempotent and resumable: every step is Kafka's replace protocol."""
     ctx = UnitContext(unit, options)
     pdir = ctx.partition_dir
+    end = ctx.next_base_offset
     j = load_journal(ctx.run_dir, unit.id)
+    ub = load_unit_backup(ctx.backup_root, ctx.run_id, unit.id)
     skipped = UnitResult(unit=ctx.log_name, path=str(pdir / ctx.log_name), status=UnitStatus.SKIPPED)
+    if ub is None:
+        if j is not None and j.state not in (JournalState.STARTED, JournalState.FAILED, JournalState.ROLLED_BACK):
+            return ctx.failed("no backup manifest for this unit; its originals cannot be restored",
+                              code="BACKUP_INVALID")
+        # never backed up, so never replaced: drop what an interrupted rewrite left
+        remove_cleaned_in_range(pdir, ctx.base_offset, end)
+        return ctx.result(skipped)
     if j is None:
-        return ctx.result(skipped)
-    if j.state in (JournalState.STARTED, JournalState.FAILED):
-        remove_cleaned_in_range(pdir, ctx.base_offset, ctx.next_base_offset)
-        j.state = JournalState.ROLLED_BACK
-        save_journal(ctx.run_dir, j)
-        return ctx.result(skipped)
-    if j.state is JournalState.CLEANED:
-        outcome = _resume_replace(ctx, j)
-        if outcome == "restart":  # never replaced: the original is in place
-            remove_staged(pdir, j.output_names)
+        j = _journal_from_backup(ctx, ub)
+        notes = ["journal lost: rolled back from the backup manifest"]
+    else:
+        notes = []
+    # a replacement in flight is finished first (renames only): the directory is then whole
+    if j.state is JournalState.CLEANED and _resume_replace(ctx, j) == "finished":
+        j.state = JournalState.DONE
+    if j.state is not JournalState.ROLLING_BACK:
+        notes += settle_range(pdir, ctx.base_offset, end, j.original_names)
+        in_range = segment_files_in_range(pdir, ctx.base_offset, end)
+        if _originals_in_place(pdir, j, in_range):
+            for f in j.originals:
+                os.utime(pdir / f.name, ns=(f.mtime_ns, f.mtime_ns))
             j.state = JournalState.ROLLED_BACK
             save_journal(ctx.run_dir, j)
-            return ctx.result(skipped)
-        if outcome == "changed":
-            return ctx.failed("the segment changed since the upgrade; not rolled back", code="SEGMENT_CHANGED")
-        j.state = JournalState.DONE
-    if j.state is JournalState.DONE:
-        ub = load_unit_backup(ctx.backup_root, ctx.run_id, unit.id)
-        problems = verify_backup(ub) if ub is not None else ["no backup manifest"]
+            return ctx.result(_rolled_back(ctx, j, notes) if j.outputs or notes else skipped)
+        problems = verify_backup(ub)
         if problems:
             return ctx.failed("backup unusable: " + "; ".join(problems), code="BACKUP_INVALID")
-        _stage_originals(ctx, j)
+        # ours: originals as backed up, and output segments whose .log is as this run wrote it
+        # (their indexes are derived from it); anything else is kept before it is replaced
+        ours = {f.name for f in j.originals if _matches(pdir / f.name, f.size, f.sha256)}
+        ours |= {n for o in j.outputs if _matches(pdir / o.files[0], o.size, o.log_sha256) for n in o.files}
+        foreign = [n for n in in_range if n not in ours]
+        if foreign:
+            kept = keep_displaced(ctx.backup_root, ctx.run_id, unit.id, pdir, foreign)
+            notes.append(f"kept {', '.join(foreign)} (neither original nor this run's output) in {kept}")
+        j.displaced = in_range
+        _stage_originals(pdir, j)
         j.state = JournalState.ROLLING_BACK
         save_journal(ctx.run_dir, j)
         fault_point("rollback-staged")
-    if j.state is JournalState.ROLLING_BACK:
-        states = new_file_states(pdir, j.original_names)
-        log = next(f for f in j.originals if f.name == ctx.log_name)
-        if not any(s in ("cleaned", "swap") for s in states.values()) and not _matches(
-                pdir / ctx.log_name, log.size, log.sha256):
-            _stage_originals(ctx, j)  # Kafka's loader discarded the staged originals
-        replace_segments(pdir, [j.original_names], j.output_names)
-        for f in j.originals:
-            os.utime(pdir / f.name, ns=(f.mtime_ns, f.mtime_ns))
-        j.state = JournalState.ROLLED_BACK
-        save_journal(ctx.run_dir, j)
-    ur = UnitResult(unit=ctx.log_name, path=str(pdir / ctx.log_name), status=UnitStatus.OK,
-                    bytes_before=sum(o.size for o in j.outputs), bytes_after=j.bytes_before,
-                    input_format=",".join(sorted({k for o in j.outputs for k in o.bytes_by_magic})) or None,
-                    output_format=",".join(sorted(j.bytes_by_magic_before)) or None,
-                    duration_s=time.monotonic() - ctx.started)
-    return ctx.result(ur)
+    states = new_file_states(pdir, j.original_names)
+    log = next(f for f in j.originals if f.name == ctx.log_name)
+    if not any(s in ("cleaned", "swap") for s in states.values()) and not _matches(
+            pdir / ctx.log_name, log.size, log.sha256):
+        _stage_originals(pdir, j)  # Kafka's loader discarded the staged originals
+    replace_segments(pdir, [j.original_names], sorted(set(j.displaced) | set(j.output_names)))
+    for f in j.originals:
+        os.utime(pdir / f.name, ns=(f.mtime_ns, f.mtime_ns))
+    j.state = JournalState.ROLLED_BACK
+    save_journal(ctx.run_dir, j)
+    return ctx.result(_rolled_back(ctx, j, notes))
+
+
+def _rolled_back(ctx: UnitContext, j: UnitJournal, notes: list[str]) -> UnitResult:
+    return UnitResult(unit=ctx.log_name, path=str(ctx.partition_dir / ctx.log_name), status=UnitStatus.OK,
+                      bytes_before=sum(o.size for o in j.outputs) or None, bytes_after=sum(f.size for f in j.originals),
+                      input_format=",".join(sorted({k for o in j.outputs for k in o.bytes_by_magic})) or None,
+                      output_format=",".join(sorted(j.bytes_by_magic_before)) or None,
+                      duration_s=time.monotonic() - ctx.started,
+                      warnings=[Finding(message=n, code="ROLLBACK_REPAIR") for n in notes])
