@@ -231,8 +231,9 @@ class LockStatus(BaseModel):
             return (f"{self.log_dir}: kmigrate run {self.holder.run_id} ({self.holder.run_kind}, pid {self.pid} "
                     f"on {self.holder.host}) is working on it")
         if self.state is LockState.OTHER:
-            return (f"{self.log_dir}: a live broker or controller holds the lock (pid {self.pid}"
-                    + (f", {self.process}" if self.process else "") + "); stop it first")
+            return (f"{self.log_dir}: another process holds the lock (pid {self.pid}"
+                    + (f", {self.process}" if self.process else "") + "): a live broker or controller, or a "
+                    "kmigrate run with another state directory; stop it first")
         return f"{self.log_dir}: lock {self.state.value}"
 
 

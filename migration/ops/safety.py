@@ -24,7 +24,8 @@ from pydantic import BaseModel
 
 from ..formats import names
 from ..logdir import LockHolder, LogDirLock, lock_status
-from ..paths import is_inside
+from ..paths import is_inside, runs_dir
+from .upgrade_journal import JOURNAL_DIR, JournalState, UnitJournal
 
 
 class Refused(Exception):
@@ -49,6 +50,22 @@ def interrupted_message(log_dir: str | os.PathLike[str], holder: LockHolder) -> 
             + ("; " + " or ".join(what) if what else ""))
 
 
+def _work_in_flight(holder: LockHolder) -> bool:
+    """Whether a killed run may have left a replacement half done: a unit journal of its run
+    that is not in an end state, or no run directory to tell (then assume so)."""
+    run_dir = runs_dir() / (holder.run_id or "")
+    if not holder.run_id or not (run_dir / "job.json").is_file():
+        return True
+    for jf in (run_dir / JOURNAL_DIR).glob("*.json"):
+        try:
+            state = UnitJournal.model_validate_json(jf.read_text()).state
+        except (OSError, ValueError):
+            return True
+        if state in (JournalState.STARTED, JournalState.CLEANED, JournalState.ROLLING_BACK):
+            return True
+    return False
+
+
 def check_not_live(log_dirs: list[str | os.PathLike[str]], *, run_id: str | None = None,
                    resolves: str | None = None) -> list[str]:
     """Refuse when a process holds a log dir's lock, or a killed run left work in flight that
@@ -61,7 +78,9 @@ def check_not_live(log_dirs: list[str | os.PathLike[str]], *, run_id: str | None
         if st.live:
             problems.append(st.describe())
         elif (h := st.interrupted) is not None and h.run_id not in (run_id, resolves):
-            (problems if h.blocks_other_runs else warnings).append(interrupted_message(d, h))
+            blocks = h.blocks_other_runs and _work_in_flight(h)
+            (problems if blocks else warnings).append(interrupted_message(d, h) + (
+                "" if blocks else " (it left no replacement in flight)"))
     if problems:
         raise Refused("; ".join(problems))
     return warnings
