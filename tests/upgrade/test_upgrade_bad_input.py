@@ -195,3 +195,17 @@ def test_cli_exit_codes(sample_cluster, tmp_path) -> None:
     refused = subprocess.run([*run, "upgrade", str(d), "--to", "v2", "--engine", "inline"],
                              capture_output=True, text=True)
     assert refused.returncode == 3 and "REFUSED" in refused.stdout
+
+
+@pytest.mark.parametrize("suffix", [".deleted", ".cleaned", ".swap"])
+def test_leftovers_of_an_interrupted_replacement_are_refused(sample_cluster, suffix) -> None:
+    """A .deleted file means a replacement may not have finished either: nothing is touched."""
+    d = sample_cluster.broker_log_dirs[1]
+    seg = _segment(d, "clicks-v1")
+    leftover = seg.with_name(seg.name + suffix)
+    leftover.write_bytes(seg.read_bytes())
+    before = tree_state(d)
+    report = execute_upgrade([str(d)], options=UpgradeOptions(target="v2"), engine="inline", run_id="leftover")
+    assert report.exit_code() == 3
+    assert leftover.name in report.refusal and "start the broker once" in report.refusal
+    assert tree_state(d) == before
