@@ -214,7 +214,7 @@ class SparkEngine:
                 by_index[i] = json.loads(r)
         results = [by_index[i] for i in range(len(units))]
         if progress:
-            progress(len(results), len(results), results[-1])
+            progress(len(payload), len(payload), results[-1])
         return results
 
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from migration.digest import digest_records
-from migration.engine import UNIT_FUNCTIONS, Unit, execute_unit, get_engine
+from migration.engine import UNIT_FUNCTIONS, Unit, execute_unit, get_engine, serial_groups
 from migration.formats.model import Header, Record
 
 
@@ -60,3 +60,26 @@ def test_spark_engine_runs_units_in_executors(spark):
     import os
 
     assert all(r["pid"] != os.getpid() for r in out)  # ran in Python workers, not here
+
+
+def test_serial_groups_keep_list_order_and_put_each_key_at_its_first_unit():
+    keys = ["p0", None, "p1", "p0", None, "p1", "p0"]
+    units = [Unit(kind="k", id=f"u{i}", log_dir="/x", path="/x", serial_key=k) for i, k in enumerate(keys)]
+    assert serial_groups(units) == [[0, 3, 6], [1], [2, 5], [4]]
+
+
+def test_spark_engine_runs_the_units_of_one_serial_key_in_one_task_in_order(spark):
+    """Two slots, two keys of three units each: the units of a key never overlap in time (one
+    replacement in flight per partition), and the results come back in the units' order."""
+    from pathlib import Path
+
+    spark.sparkContext.addPyFile(str(Path(__file__).with_name("spark_echo_units.py")))
+    options = {"factor": 1, "sleep": 0.2, "unit_functions": {"test-echo": "spark_echo_units:echo_unit"}}
+    units = [Unit(kind="test-echo", id=f"u{i}", log_dir="/x", path=f"/x/{i}", size=i, serial_key=f"p{i % 2}")
+             for i in range(6)]
+    out = get_engine("spark", spark=spark).run(units, options)
+    assert [r["unit_id"] for r in out] == [u.id for u in units]
+    for key in (0, 1):
+        mine = [r for i, r in enumerate(out) if i % 2 == key]
+        assert len({r["pid"] for r in mine}) == 1
+        assert all(a["ended"] <= b["started"] for a, b in zip(mine, mine[1:], strict=False))
