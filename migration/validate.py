@@ -11,6 +11,22 @@ What is checked (Kafka's own rules, kafka-formats.md §0.3, §1-§5, §8):
   that kafka-dump-log calls mismatches are legal and reported as info);
 - time index: sanity check, strictly increasing timestamps, each entry's timestamp the
   maximum seen up to its offset, offsets inside the segment;
+- missing and empty indexes (Kafka's load, LogLoader.java and LogSegment.sanityCheck in
+  LogSegment.java, runs no index sanity check since KAFKA-7283 and recovers only the segments
+  at or above the recovery point, so below it what is on disk is what Kafka uses):
+  ``index-missing``, no ``.index`` beside a ``.log``: Kafka recovers such a segment at load
+  (both indexes rebuilt), a full read logged as an error and the sign of lost files: an error
+  for a closed segment; info for the active one (the partition's last segment, also the verdict
+  on a segment validated without ``next_base_offset``), which Kafka's load rebuilds like after
+  every unclean shutdown, and beside an empty ``.log``;
+  ``timeindex-missing`` / ``timeindex-empty``, no ``.timeindex``, or one without entries,
+  although the segment's batches carry a max timestamp >= 0: Kafka creates a missing time index
+  empty (LogSegment.sanityCheck truncates a newly created one to 0 bytes) and never rebuilds it
+  unless it recovers the segment, so time lookups miss the segment and time-based retention
+  falls back to the ``.log`` mtime: an error, with the ``index-missing`` verdict when the
+  ``.index`` is missing too (that recovery rebuilds both). Without timestamps (v0 data, v1 at
+  -1) an empty time index is right (TimeIndex.maybeAppend never indexes -1): no finding for an
+  empty one, info for a missing one (Kafka creates the empty file);
 - transaction index, producer snapshots (CRC, naming, alignment to segment base offsets),
   leader-epoch-checkpoint, partition.metadata, leftover files of an interrupted operation.
 A segment is read once, streaming; the index files (at most 10 MiB each) are merge-joined
@@ -122,7 +138,9 @@ def validate_segment(
     on_batch: Callable[[object], None] | None = None,
     leader_epochs: list[tuple[int, int]] | None = None,
 ) -> tuple[ValidationResult, SegmentSummary]:
-    """Validate one segment and its companions (index, time index, transaction index)."""
+    """Validate one segment and its companions (index, time index, transaction index), in one
+    streaming pass. ``next_base_offset`` is the partition's next segment's; None means this is
+    the partition's last (active) segment."""
     from .formats.offset_index import OffsetIndex
     from .formats.time_index import TimeIndex
     from .formats.transaction_index import TransactionIndex
@@ -137,8 +155,8 @@ def validate_segment(
     time_path = Path(str(prefix) + names.TIME_INDEX_FILE_SUFFIX)
     txn_path = Path(str(prefix) + names.TXN_INDEX_FILE_SUFFIX)
 
-    offset_entries = _index_entries(OffsetIndex, index_path, base, "index-corrupt", res, partition)
-    time_entries = _index_entries(TimeIndex, time_path, base, "timeindex-corrupt", res, partition)
+    offset_entries, offset_state = _index_entries(OffsetIndex, index_path, base, "index-corrupt", res, partition)
+    time_entries, time_state = _index_entries(TimeIndex, time_path, base, "timeindex-corrupt", res, partition)
     _index_entries(TransactionIndex, txn_path, base, "txnindex-corrupt", res, partition)
 
     fr = FileRecords(log_path)
@@ -239,6 +257,8 @@ def validate_segment(
             res.add("error", "timeindex-beyond-log", time_path,
                     f"entry {j} names offset {time_entries[j][1]}, beyond the last offset {prev_last}",
                     position=j * 12, partition=partition)
+    _missing_or_empty_indexes(res, index_path, time_path, offset_state, time_state, time_entries, batches=batches,
+                              max_ts=max_ts, closed=next_base_offset is not None, partition=partition)
     prev_ts = None
     for j, (ts, _off) in enumerate(time_entries):
         if prev_ts is not None and ts <= prev_ts:
@@ -257,22 +277,59 @@ def validate_segment(
     return res, summary
 
 
+IndexState = Literal["ok", "missing", "corrupt"]
+
+
 def _index_entries(index_type: type, path: Path, base: int, code: str, res: ValidationResult,
-                   partition: str | None) -> list[tuple[int, int]]:
-    """Read one index file with Kafka's sanity rules; its entries as plain tuples, or none
-    (and a finding) when it is missing or corrupt."""
+                   partition: str | None) -> tuple[list[tuple[int, int]], IndexState]:
+    """Read one index file with Kafka's sanity rules: its entries as plain tuples and
+    ``"ok"``, or no entries and ``"missing"``, or ``"corrupt"`` (with a finding)."""
     if not path.exists():
-        return []
+        return [], "missing"
     try:
         index = index_type.read(path, base, strict=True)
     except KafkaFormatError as exc:
         res.add_error(exc, code, partition, path)
-        return []
+        return [], "corrupt"
     except ValueError as exc:
         res.add("error", code, path, str(exc), partition=partition)
-        return []
+        return [], "corrupt"
     res.files_checked += 1
-    return [tuple(e) for e in index.entries]
+    return [tuple(e) for e in index.entries], "ok"
+
+
+def _missing_or_empty_indexes(res: ValidationResult, index_path: Path, time_path: Path, offset_state: IndexState,
+                              time_state: IndexState, time_entries: list[tuple[int, int]], *, batches: int,
+                              max_ts: int, closed: bool, partition: str | None) -> None:
+    """``index-missing``, ``timeindex-missing`` and ``timeindex-empty`` (module docstring):
+    judged after the segment's single pass, from its batch count and max timestamp."""
+    # Kafka's LogLoader recovers a segment whose offset index is missing (both indexes rebuilt).
+    missing: Severity = "error" if closed and batches else "info"
+    if offset_state == "missing":
+        res.add(missing, "index-missing", index_path,
+                f"no offset index beside a{' closed' if closed else 'n active'} segment of {batches} batches: Kafka "
+                "recovers the segment at load (reads all of it, rebuilds both indexes)"
+                if batches else "no offset index beside an empty segment (Kafka creates it at load)",
+                partition=partition)
+    if time_state == "corrupt" or time_entries:
+        return
+    # Otherwise Kafka keeps the time index as it is (a missing one is created empty).
+    wrong: Severity = missing if offset_state == "missing" else "error"
+    if time_state == "missing":
+        if max_ts >= 0:
+            res.add(wrong, "timeindex-missing", time_path,
+                    f"no time index although the segment's records carry timestamps (max {max_ts}): Kafka "
+                    "creates it empty, so time lookups miss the segment and time-based retention uses the "
+                    ".log mtime", partition=partition)
+        else:
+            res.add("info", "timeindex-missing", time_path,
+                    "no time index; Kafka creates it empty at load, which is right for records without "
+                    "timestamps", partition=partition)
+    elif max_ts >= 0:
+        res.add(wrong, "timeindex-empty", time_path,
+                f"time index has no entries although the segment's records carry timestamps (max {max_ts}): "
+                "time lookups miss the segment and time-based retention uses the .log mtime",
+                position=0, partition=partition)
 
 
 def validate_partition_dir(path: str | os.PathLike[str], *, deep: bool = True,
@@ -409,11 +466,11 @@ def validate_file(path: str | os.PathLike[str], *, deep: bool = True,
     name = p.name
     try:
         if name.endswith(names.LOG_FILE_SUFFIX):
-            validate_segment(p, deep=deep, result=res)
+            validate_segment(p, next_base_offset=_next_base_offset(p), deep=deep, result=res)
         elif name.endswith((names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX, names.TXN_INDEX_FILE_SUFFIX)):
             log = p.with_name(names.log_file_name(names.offset_from_file_name(name)))
             if log.exists():
-                validate_segment(log, deep=deep, result=res)
+                validate_segment(log, next_base_offset=_next_base_offset(log), deep=deep, result=res)
             else:
                 res.add("warning", "orphan-index", p, "index file without its .log")
         elif name.endswith(names.PRODUCER_SNAPSHOT_FILE_SUFFIX):
@@ -428,6 +485,21 @@ def validate_file(path: str | os.PathLike[str], *, deep: bool = True,
     except KafkaFormatError as exc:
         res.add_error(exc, "corrupt-file", None, p)
     return res
+
+
+def _next_base_offset(log: Path) -> int | None:
+    """Base offset of the segment after ``log`` in its directory, None for the last one."""
+    base = names.offset_from_file_name(log.name)
+    later = []
+    for e in os.scandir(log.parent):
+        if e.name.endswith(names.LOG_FILE_SUFFIX):
+            try:
+                off = names.offset_from_file_name(e.name)
+            except KafkaFormatError:
+                continue
+            if off > base:
+                later.append(off)
+    return min(later, default=None)
 
 
 def validate_paths(paths: list[str | os.PathLike[str]], *, deep: bool = True) -> ValidationResult:

@@ -79,3 +79,122 @@ def test_bad_names_and_orphans(tmp_path, name):
     (pdir / name).write_bytes(b"\x00" * 8)
     res = validate_paths([tmp_path / "topic-0" / name])
     assert not res.ok
+
+
+# ------------------------------------------------------------------ missing and empty indexes
+
+
+def _partition_segments(sample_cluster, partition: str) -> list[Path]:
+    pdir = next(d / partition for d in sample_cluster.log_dirs if (d / partition).is_dir())
+    return sorted(pdir.glob("*.log"))
+
+
+def _companion(log: Path, suffix: str) -> Path:
+    return log.with_name(log.name[: -len(".log")] + suffix)
+
+
+def _about(res, path: Path) -> list[tuple[str, str]]:
+    return [(f.severity, f.code) for f in res.findings if f.path == str(path)]
+
+
+@pytest.mark.parametrize("partition", ["clicks-v1-0", "audit-lat-0", "events-v2-0"])
+def test_empty_time_index_beside_timestamps_is_an_error(sample_cluster, partition):
+    logs = _partition_segments(sample_cluster, partition)
+    for log in (logs[0], logs[-1]):  # a closed segment and the active one alike
+        ti = _companion(log, ".timeindex")
+        ti.write_bytes(b"")
+        res = validate_paths([log.parent])
+        assert _about(res, ti) == [("error", "timeindex-empty")]
+        f = next(f for f in res.findings if f.code == "timeindex-empty")
+        assert f.partition == partition and f.position == 0
+        assert not res.ok
+
+
+def test_empty_time_index_beside_records_without_timestamps_is_right(sample_cluster, tmp_path):
+    from migration.formats.legacy import encode_message
+    from migration.sample_cluster import PartitionWriter
+
+    # v0 data (the sample's legacy-v0 time indexes are empty) ...
+    logs = _partition_segments(sample_cluster, "legacy-v0-0")
+    assert all(_companion(log, ".timeindex").stat().st_size == 0 for log in logs)
+    res = validate_paths([logs[0].parent])
+    assert res.ok and not [f for f in res.findings if f.code.startswith("timeindex")]
+    # ... and v1 messages whose timestamps are all -1
+    w = PartitionWriter(tmp_path / "nots-0", 4000)
+    for o in range(200):
+        w.append(encode_message(o, 1, 0, -1, b"k%d" % o, b"v" * 50), first_offset=o, next_offset=o + 1,
+                 mtime_s=1_500_000_000)
+    w.close()
+    logs = sorted((tmp_path / "nots-0").glob("*.log"))
+    assert len(logs) > 1 and all(_companion(log, ".timeindex").stat().st_size == 0 for log in logs)
+    res = validate_paths([tmp_path / "nots-0"])
+    assert res.ok and not [f for f in res.findings if f.code.startswith("timeindex")], [str(f) for f in res.findings]
+
+
+def test_missing_offset_index_closed_is_an_error_active_info(sample_cluster):
+    logs = _partition_segments(sample_cluster, "events-v2-0")
+    closed, active = _companion(logs[0], ".index"), _companion(logs[-1], ".index")
+    closed.unlink()
+    active.unlink()
+    res = validate_paths([logs[0].parent])
+    assert _about(res, closed) == [("error", "index-missing")]
+    assert _about(res, active) == [("info", "index-missing")]
+    # a single file knows whether its segment is closed from its neighbours
+    assert _about(validate_paths([logs[0]]), closed) == [("error", "index-missing")]
+    assert _about(validate_paths([logs[-1]]), active) == [("info", "index-missing")]
+
+
+def test_missing_time_index_beside_v1_data_is_an_error(sample_cluster):
+    # Kafka 0.10.0 wrote v1 data without time indexes; later brokers create them empty.
+    logs = _partition_segments(sample_cluster, "clicks-v1-0")
+    for log in logs:
+        _companion(log, ".timeindex").unlink()
+    res = validate_paths([logs[0].parent])
+    for log in logs:
+        assert _about(res, _companion(log, ".timeindex")) == [("error", "timeindex-missing")]
+
+
+def test_both_missing_take_the_offset_index_verdict(sample_cluster):
+    # Kafka recovers a segment without .index: that rebuilds the time index too.
+    logs = _partition_segments(sample_cluster, "clicks-v1-0")
+    for log in (logs[0], logs[-1]):
+        _companion(log, ".index").unlink()
+        _companion(log, ".timeindex").unlink()
+    res = validate_paths([logs[0].parent])
+    assert _about(res, _companion(logs[0], ".index")) == [("error", "index-missing")]
+    assert _about(res, _companion(logs[0], ".timeindex")) == [("error", "timeindex-missing")]
+    assert _about(res, _companion(logs[-1], ".index")) == [("info", "index-missing")]
+    assert _about(res, _companion(logs[-1], ".timeindex")) == [("info", "timeindex-missing")]
+
+
+def test_missing_time_index_beside_v0_data_and_indexes_of_an_empty_log_are_info(sample_cluster, tmp_path):
+    logs = _partition_segments(sample_cluster, "legacy-v0-0")
+    ti = _companion(logs[0], ".timeindex")
+    ti.unlink()
+    res = validate_paths([logs[0].parent])
+    assert _about(res, ti) == [("info", "timeindex-missing")]
+    assert res.ok
+    pdir = tmp_path / "empty-0"
+    pdir.mkdir()
+    (pdir / "00000000000000000000.log").write_bytes(b"")
+    res = validate_paths([pdir])
+    assert res.ok and {f.code for f in res.findings} == {"index-missing", "timeindex-missing"}
+
+
+def test_index_findings_come_from_one_pass_over_the_segment(sample_cluster, monkeypatch):
+    from migration.formats.file_records import FileRecords
+
+    logs = _partition_segments(sample_cluster, "clicks-v1-0")
+    _companion(logs[0], ".timeindex").write_bytes(b"")
+    _companion(logs[1], ".index").unlink()
+    calls = []
+    original = FileRecords.batches
+
+    def counting(self, *args, **kwargs):
+        calls.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(FileRecords, "batches", counting)
+    res = validate_paths([logs[0].parent])
+    assert {f.code for f in res.problems} == {"timeindex-empty", "index-missing"}
+    assert len(calls) == len(logs)
