@@ -76,8 +76,19 @@ def summary_table(report: RunReport) -> Table:
 def print_summary(report: RunReport, console: Console | None = None) -> None:
     console = console or Console()
     console.print(summary_table(report))
+    for line in _repair_lines(report):
+        console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
     for line in _problem_lines(report):
         console.print(line, style="red", markup=False, highlight=False)
+
+
+# Unit warnings that say the run repaired something beyond its plain job: always shown.
+REPAIR_CODES = frozenset({"INDEX_REBUILT", "ROLLBACK_REPAIR"})
+
+
+def _repair_lines(report: RunReport) -> list[str]:
+    return [f"REPAIRED broker {broker_id} {topic}-{partition} {u.unit} ({w.code}): {w.message}"
+            for broker_id, topic, partition, u in report.iter_units() for w in u.warnings if w.code in REPAIR_CODES]
 
 
 def _problem_lines(report: RunReport) -> list[str]:
@@ -128,5 +139,6 @@ def render_text(report: RunReport) -> str:
         lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip())
         if n == 0 or n == len(rows) - 2:
             lines.append("  ".join("-" * w for w in widths))
+    lines.extend(_repair_lines(report))
     lines.extend(_problem_lines(report))
     return "\n".join(lines) + "\n"

@@ -56,8 +56,10 @@ from ..formats.checkpoint_files import EpochEntry, segment_leader_epochs
 from ..formats.errors import KafkaFormatError
 from ..logdir import LogDir, Partition, scan_log_dir
 from ..runs import RunDir
+from ..validate import Finding as ValidationFinding
 from ..validate import validate_segment
 from . import tier_layout as layout
+from .index_repair import ReplacementInFlight, rebuild_reasons, rebuild_segment_indexes
 from .producer_state import ProducerStateError, SnapshotAction, ensure_segment_snapshots
 from .s3 import DEFAULT_PART_SIZE, LAYOUT_METADATA_KEY, ChecksumMismatch, S3Hook, S3Settings, file_sha256
 from .safety import Refused, RunLock, check_not_live, holding_locks
@@ -304,8 +306,7 @@ def _stage_segment(hook: S3Hook | None, ctx: _StageContext, plan: _SegmentPlan, 
     time_index = _read_optional(pdir / (prefix + names.TIME_INDEX_FILE_SUFFIX))
     snapshot = _read_optional(pdir / names.producer_snapshot_file_name(plan.next_offset))
     if offset_index is None or time_index is None:
-        raise _NotStageable("MISSING_INDEX", f"{prefix}: offset or time index missing (start the broker once so "
-                            "it rebuilds them)")
+        raise _NotStageable("MISSING_INDEX", f"{prefix}: offset or time index missing after the rebuild")
     if snapshot is None:
         if opts.dry_run:
             snapshot = b""  # would be written by this run
@@ -483,11 +484,18 @@ def run_unit(unit: Unit, options: dict[str, Any] | TierOptions) -> dict[str, Any
                 message=f"not staged: segment {failed_at} before it could not be staged", code="AFTER_FAILURE")]))
             continue
         try:
-            _validate_closed_segment(pdir, plan, ctx.epochs)
+            repairs = _validate_closed_segment(pdir, plan, ctx.epochs, repair=not opts.dry_run)
+            if opts.dry_run and repairs:
+                results.append(_segment_result(plan, pdir, UnitStatus.PLANNED, started=seg_started, warnings=[
+                    Finding(code="INDEX_REBUILT", message="a real run rebuilds its indexes first: " + "; ".join(
+                        str(f) for f in repairs))]))
+                continue
             status, record, warns = _stage_segment(hook, ctx, plan, shas[plan.base])
             if record is not None:
                 records.append({**record, "newlyStaged": status is UnitStatus.OK})
-            results.append(_segment_result(plan, pdir, status, started=seg_started, warnings=warns))
+            results.append(_segment_result(plan, pdir, status, started=seg_started, warnings=[
+                Finding(code="INDEX_REBUILT", message="offset and time index rebuilt with Kafka's rules before "
+                        "staging: " + "; ".join(f"{f.code}: {f.message}" for f in repairs))] * bool(repairs) + warns))
         except _NotStageable as exc:
             failed_at = plan.base
             results.append(_segment_result(plan, pdir, UnitStatus.FAILED, started=seg_started,
@@ -509,13 +517,23 @@ def _requests(hook: S3Hook | None) -> dict[str, int]:
     return dict(hook.requests) if hook is not None else {}
 
 
-def _validate_closed_segment(pdir: Path, plan: _SegmentPlan, epochs: list[tuple[int, int]]) -> None:
-    """Batch framing and CRCs, offsets and indexes of the segment about to be staged."""
-    res, _ = validate_segment(pdir / names.log_file_name(plan.base), next_base_offset=plan.next_offset, deep=False,
-                              leader_epochs=epochs or None)
-    errors = [f for f in res.findings if f.severity == "error"]
+def _validate_closed_segment(pdir: Path, plan: _SegmentPlan, epochs: list[tuple[int, int]], *, repair: bool
+                             ) -> list[ValidationFinding]:
+    """Batch framing and CRCs, offsets and indexes of the segment about to be staged. Index
+    findings are not a reason to refuse: the indexes are rebuilt from the ``.log`` with Kafka's
+    recovery rules (``repair``), and the findings returned; anything else wrong refuses."""
+    log = pdir / names.log_file_name(plan.base)
+    res, _ = validate_segment(log, next_base_offset=plan.next_offset, deep=False, leader_epochs=epochs or None)
+    index_findings = rebuild_reasons(res.findings, log)
+    errors = [f for f in res.findings if f.severity == "error" and f not in index_findings]
     if errors:
         raise _NotStageable("CORRUPT", "; ".join(str(f) for f in errors[:3]))
+    if index_findings and repair:
+        try:
+            rebuild_segment_indexes(pdir, plan.base, findings=index_findings)
+        except (KafkaFormatError, ReplacementInFlight) as exc:
+            raise _NotStageable("CORRUPT", f"indexes cannot be rebuilt: {exc}") from None
+    return index_findings
 
 
 # ------------------------------------------------------------------------------------- finalize

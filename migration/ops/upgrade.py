@@ -36,6 +36,7 @@ from ..paths import default_backup_root, runs_dir
 from ..runs import RunDir
 from ..validate import ValidationResult, validate_segment
 from .backup import drop_backups, unit_backups, write_backup_manifest
+from .index_repair import rebuild_reasons
 from .replace import remove_cleaned_in_range
 from .safety import Refused, RunLock, check_backup_root, check_clean_shutdown, check_not_live, holding_locks
 from .upgrade_journal import JOURNAL_DIR, JournalState, UnitJournal, load_journal
@@ -183,8 +184,15 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                 if bad is not None:
                     corrupt.append(row | bad)
                     continue
-                warnings.extend(str(f) for f in res.problems)
-                if not survey.magics or min(survey.magics) >= target:
+                # A segment whose offset or time index is wrong (or missing, even where Kafka would
+                # rebuild it) is a unit even when it is in the target format already: its pass
+                # copies the batches byte for byte and rebuilds both indexes with Kafka's rules,
+                # so no segment of a partition the run touches keeps an index Kafka would use as
+                # it is (below the recovery point Kafka checks none).
+                index_findings = rebuild_reasons(res.findings, log_path)
+                warnings.extend(str(f) for f in res.problems if f not in index_findings)
+                in_target = not survey.magics or min(survey.magics) >= target
+                if in_target and not (index_findings and survey.magics):
                     skipped.append(row)  # already in the target format (or empty): not rewritten
                     continue
                 uid = _unit_id(bid, i, part.topic, part.partition, seg.base_offset)
@@ -195,7 +203,9 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                                   serial_key=str(pdir),
                                   params={"partition_dir": str(pdir), "base_offset": seg.base_offset,
                                           "next_base_offset": nxt, "mtime_ns": seg.mtime_ns,
-                                          "formats": survey.bytes_by_magic}))
+                                          "formats": survey.bytes_by_magic,
+                                          "index_repairs": [f"{Path(f.path).name}: {f.code}: {f.message}"
+                                                            for f in index_findings]}))
     if leftovers:
         owners = _runs_in_flight({str(Path(p).parent) for p in leftovers})
         how = ("; ".join(f"they belong to run {r}: resume it with: {resume_command(dirs, options.target, r)} "

@@ -124,6 +124,12 @@ def _unit_result(ctx: UnitContext, j: UnitJournal) -> UnitResult:
             file=str(ctx.partition_dir / ctx.log_name), code="SEGMENT_SPLIT",
             message=f"split into {len(j.outputs)} segments ("
                     + ", ".join(o.files[0] for o in j.outputs) + ") to respect segment.bytes / int32 offsets"))
+    repairs = ctx.unit.params.get("index_repairs") or []
+    if repairs:
+        warnings.append(Finding(
+            file=str(ctx.partition_dir / ctx.log_name), code="INDEX_REBUILT",
+            message="offset and time index rebuilt with Kafka's rules (the originals are in the backup): "
+                    + "; ".join(repairs)))
     if j.split_batches:
         warnings.append(Finding(code="BATCH_SPLIT", message=f"{j.split_batches} converted batch(es) above "
                                 f"max.message.bytes ({ctx.options.max_message_bytes}) split"))

@@ -463,3 +463,26 @@ def test_compacted_topic_is_reported_not_ready(sample_cluster, s3):
     units = [u for _, topic, _, u in report.iter_units() if topic == "users-compacted"]
     assert units and all(u.status.value == "failed" and u.errors[0].code == "COMPACTED" for u in units)
     assert report.exit_code() == 1
+
+
+def test_missing_or_empty_indexes_are_rebuilt_before_staging(sample_cluster, s3):
+    """A closed segment without its .index, or with an empty .timeindex beside timestamps, is
+    not refused: both indexes are rebuilt from the .log with Kafka's recovery rules (the same
+    builder the upgrade uses), reported, and staged."""
+    pdir = _pdir(sample_cluster, "events-v2-0")
+    bases = _bases(pdir)
+    first, second = (pdir / names.filename_prefix_from_offset(b) for b in bases[:2])
+    expected_index = Path(str(first) + ".index").read_bytes()
+    expected_time = Path(str(second) + ".timeindex").read_bytes()
+    Path(str(first) + ".index").unlink()
+    Path(str(second) + ".timeindex").write_bytes(b"")
+    report = execute_tier(sample_cluster.log_dirs, options=_options(s3, sample_cluster),
+                          only_partitions=["events-v2-0"])
+    assert report.exit_code() == 0, [(u.unit, [e.message for e in u.errors]) for *_, u in report.problem_units()]
+    rebuilt = {u.unit: w.message for *_, u in report.iter_units() for w in u.warnings if w.code == "INDEX_REBUILT"}
+    assert set(rebuilt) == {first.name + ".log", second.name + ".log"}, rebuilt
+    assert Path(str(first) + ".index").read_bytes() == expected_index
+    assert Path(str(second) + ".timeindex").read_bytes() == expected_time
+    objects = _objects(s3)
+    assert _stem(sample_cluster, pdir, bases[0]) + ".rsm-manifest" in objects
+    assert _stem(sample_cluster, pdir, bases[1]) + ".rsm-manifest" in objects
