@@ -36,6 +36,7 @@ from ..paths import default_backup_root, runs_dir
 from ..runs import RunDir
 from ..validate import ValidationResult, validate_segment
 from .backup import drop_backups, unit_backups, write_backup_manifest
+from .faults import unit_scope
 from .index_repair import rebuild_reasons
 from .replace import remove_cleaned_in_range
 from .safety import Refused, RunLock, check_backup_root, check_clean_shutdown, check_not_live, holding_locks
@@ -383,7 +384,8 @@ def rollback_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
         with holding_locks(dirs, lock):
             report = RunReport.start(RunKind.ROLLBACK, params, run_id=report_id)
             for u in units:
-                r = rollback_unit(u, opts)
+                with unit_scope(u.id):
+                    r = rollback_unit(u, opts)
                 assert u.topic is not None and u.partition is not None
                 report.add_unit(u.broker_id, u.topic, u.partition, UnitResult.model_validate(r["unit_result"]))
     except Refused as exc:

@@ -108,3 +108,33 @@ def test_rollback_after_kafka_loaded_a_finished_upgrade_keeps_what_is_in_the_way
     assert [p.read_bytes() for p in kept] == [b"\x00" * 24]
     again = rollback_run(run_id)  # idempotent
     assert again.exit_code() == 0 and tree_state(log_dir) == originals
+
+
+def _records(log_dir: Path) -> dict[str, list[tuple]]:
+    return {p: [(o, k, v, h) for o, _, k, v, h in recs] for p, recs in read_log_dir(log_dir).items()}
+
+
+@pytest.mark.parametrize("fault", ["rollback-staged:2", "swap-rename@legacy-v0-0:1", "old-deleted:3",
+                                   "swap-final:2", "deleted-remove:1"])
+def test_rollback_killed_midway_then_kafka_load_and_rollback_again(log_dir, private_out, tmp_path, fault):
+    """The rollback itself dies (SIGKILL) at a point of its replace protocol: Kafka loads every
+    record exactly once from what it left, and the same rollback, run again, finishes."""
+    originals = tree_state(log_dir)
+    expected = _records(log_dir)
+    run_id = f"rb-killed-{fault.split(':')[0].split('@')[0]}"
+    report = execute_upgrade([str(log_dir)], options=UpgradeOptions(target="v2", segment_bytes=SEGMENT_BYTES),
+                             engine="inline", run_id=run_id)
+    assert report.exit_code() == 0
+    proc = subprocess.run([sys.executable, "-m", "migration", "rollback", run_id], capture_output=True, text=True,
+                          timeout=120, env=os.environ | {"PYTHONPATH": str(Path.cwd()), "KMIGRATE_FAULT_AT": fault})
+    assert proc.returncode == -signal.SIGKILL, f"fault point not reached: rc {proc.returncode}\n{proc.stderr}"
+    kafka_view = tmp_path / "kafka-view"
+    shutil.copytree(log_dir, kafka_view, copy_function=shutil.copy2)
+    simulate_log_dir_startup(kafka_view)
+    assert _records(kafka_view) == expected
+    # the next command names the interrupted rollback; running it again finishes
+    blocked = execute_upgrade([str(log_dir)], options=UpgradeOptions(target="v2"), engine="inline")
+    assert blocked.exit_code() == 3 and f"kmigrate rollback {run_id}" in blocked.refusal
+    rb = rollback_run(run_id)
+    assert rb.exit_code() == 0, _problems(rb)
+    assert tree_state(log_dir) == originals
