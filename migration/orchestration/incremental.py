@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..audit.model import RunReport, SessionInfo, UnitStatus
 from ..formats import names
+from ..formats.fileio import atomic_write
 from ..paths import out_dir
 from ..runs import RunDir
 from ..sessions import Budget, Outcome, PartitionFingerprint, RunPlan, SessionStore, fingerprint_partition_dir
@@ -124,7 +125,8 @@ def finish_incremental(run_id: str, report: RunReport | None, *, store: SessionS
                 seen_after[sel.key] = fingerprint_partition_dir(pdir, log_dir=sel.log_dir)
     store.finish_run(plan, outcomes, seen_after)
     if plan.session_id is not None:
-        _belief_path(plan.name, plan.broker_id).write_text(json.dumps({"epoch": plan.epoch,
-                                                                       "session_id": plan.session_id}))
+        # durable: the next run compares its session's epoch with this belief
+        atomic_write(_belief_path(plan.name, plan.broker_id),
+                     json.dumps({"epoch": plan.epoch, "session_id": plan.session_id}).encode(), tmp_suffix=".tmp")
     return {"committed": True, "epoch": plan.epoch, "ok": sum(1 for o in outcomes.values() if o.status == "ok"),
             "failed": sum(1 for o in outcomes.values() if o.status == "failed")}
