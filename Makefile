@@ -14,7 +14,7 @@ export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv airflow-home test demo bench lint clean schemas
+.PHONY: all venv airflow-home test demo bench lint clean schemas fuzz
 
 all: test
 
@@ -49,6 +49,12 @@ lint: venv
 
 schemas: venv
 	$(PY) -m migration.schema_export
+
+# The fuzz targets of tests/fuzz with the long profile: the targets share KMIGRATE_FUZZ_SECONDS
+# (default 300); timeout bounds shrinking and hangs in native code. Non-zero exit on any finding.
+KMIGRATE_FUZZ_SECONDS ?= 300
+fuzz: venv
+	KMIGRATE_FUZZ=long KMIGRATE_FUZZ_SECONDS=$(KMIGRATE_FUZZ_SECONDS) timeout --kill-after=30 $$(( $(KMIGRATE_FUZZ_SECONDS) + 600 )) $(PY) -m pytest -q tests/fuzz $(PYTEST_ARGS)
 
 clean:
 	rm -rf out .airflow .pytest_cache

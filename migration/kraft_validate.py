@@ -132,8 +132,13 @@ def _check_batches(p: Path, data: bytes, check: CheckpointCheck, *, bootstrap: b
         if b.size_in_bytes > KRAFT_MAX_BATCH_BYTES:
             res.add("warning", f"{code}-batch-size", p, f"batch of {b.size_in_bytes} bytes is above KRaft's "
                     f"{KRAFT_MAX_BATCH_BYTES}-byte maximum", position=pos)
-        if b.compression is not Compression.NONE:
-            res.add("warning", f"{code}-compressed", p, f"{b.compression.name} batch: Kafka writes snapshots "
+        try:
+            compression = b.compression
+        except KafkaFormatError as exc:  # a codec id Kafka does not know: no reader decodes the batch
+            res.add_error(exc.located(str(p)), f"{code}-corrupt", path=p)
+            return
+        if compression is not Compression.NONE:
+            res.add("warning", f"{code}-compressed", p, f"{compression.name} batch: Kafka writes snapshots "
                     "uncompressed", position=pos + 21)
         if b.is_transactional or b.has_producer_id:
             res.add("warning", f"{code}-producer", p, "snapshot batch with producer state or the transactional "

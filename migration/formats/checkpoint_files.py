@@ -36,6 +36,10 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 # Java's \s: the separators Kafka's formatters split on.
 _JAVA_WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]+")
 _JAVA_INT = re.compile(r"^[+-]?[0-9]+$")
+# Significant digits of the longest int64: a longer number is out of range whatever its
+# digits (Python's int() refuses strings of more than 4300 digits; Java's parser takes any
+# number of leading zeros).
+_INT64_DIGITS = 19
 
 
 class TopicPartitionOffset(NamedTuple):
@@ -56,7 +60,10 @@ def _java_int(text: str, lo: int, hi: int) -> int | None:
     """``Integer.parseInt`` / ``Long.parseLong``: optional sign, ASCII digits, in range."""
     if not _JAVA_INT.match(text):
         return None
-    value = int(text)
+    digits = text.lstrip("+-").lstrip("0")
+    if len(digits) > _INT64_DIGITS:
+        return None
+    value = -int(digits or "0") if text[0] == "-" else int(digits or "0")
     return value if lo <= value <= hi else None
 
 

@@ -44,6 +44,14 @@ class CleanShutdownFile:
                 path=path,
                 position=len(text[: e.pos].encode("utf-8")),
             ) from None
+        except RecursionError:
+            raise CorruptCheckpointError(
+                "clean shutdown file nests JSON deeper than the reader's stack", path=path, position=0
+            ) from None
+        except ValueError as e:  # a number of more than 4300 digits: no int32 or int64 has them
+            raise CorruptCheckpointError(
+                f"clean shutdown file holds an unreadable number: {e}", path=path, position=0
+            ) from None
         if not isinstance(content, dict):
             raise CorruptCheckpointError(
                 "clean shutdown file is not a JSON object", path=path, position=0, found=type(content).__name__

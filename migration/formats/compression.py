@@ -6,7 +6,10 @@ snappy  xerial snappy-java stream framing, not raw snappy nor the official frami
           version int32 BE = 1, compatible version int32 BE = 1
           block*  int32 BE compressed length n, n bytes of raw snappy (<= 32 KiB of input each)
         The reader also takes a repeated header mid-stream and input without the magic
-        (decoded as one raw snappy block), as snappy-java does.
+        (decoded as one raw snappy block), as snappy-java does. A raw snappy block starts
+        with its uncompressed length (uvarint); no block expands more than 64/3 times (a
+        3-byte copy of 64 bytes), so a larger declared length is corrupt and is refused
+        before anything is allocated for it.
 lz4     Kafka's subset of the LZ4 frame format v1.5.1:
           magic 04 22 4D 18 | FLG 0x60 | BD 0x40 | HC | block* | end mark 00 00 00 00
           block: uint32 LE, low 31 bits = n, high bit = stored uncompressed; n bytes
@@ -26,12 +29,14 @@ import zlib
 import cramjam
 import xxhash
 
-from .errors import CorruptRecordError, UnsupportedCodecError
+from .errors import CorruptRecordError, KafkaFormatError, UnsupportedCodecError
 from .model import MAGIC_V0, MAGIC_V2, Compression
+from .varint import decode_unsigned_varint
 
 SNAPPY_XERIAL_MAGIC = b"\x82SNAPPY\x00"
 SNAPPY_XERIAL_HEADER = SNAPPY_XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 SNAPPY_BLOCK_SIZE = 32 * 1024
+SNAPPY_MAX_EXPANSION = 22  # output bytes per input byte, at most: a 3-byte copy yields 64 bytes
 
 LZ4_FRAME_MAGIC = b"\x04\x22\x4d\x18"
 LZ4_FLG = 0x60  # version 01, block independence, no checksums, no content size
@@ -104,10 +109,29 @@ def snappy_compress(data: bytes | memoryview) -> bytes:
     return b"".join(parts)
 
 
+def _snappy_raw_decompress(block: memoryview, position: int) -> bytes:
+    """One raw snappy block at ``position`` of the stream."""
+    try:
+        length, _ = decode_unsigned_varint(block, 0)  # the uncompressed length
+    except KafkaFormatError as exc:
+        raise exc.located(None, position) from None
+    if length > SNAPPY_MAX_EXPANSION * len(block):
+        raise CorruptRecordError(
+            "snappy uncompressed length larger than the block can hold",
+            position=position,
+            expected=f"<= {SNAPPY_MAX_EXPANSION * len(block)}",
+            found=length,
+        )
+    try:
+        return bytes(cramjam.snappy.decompress_raw(block))
+    except Exception as exc:  # cramjam raises its own DecompressionError
+        raise CorruptRecordError(f"bad snappy block: {exc}", position=position) from None
+
+
 def snappy_decompress(data: bytes | memoryview) -> bytes:
     view = memoryview(data)
     if bytes(view[:8]) != SNAPPY_XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(view))
+        return _snappy_raw_decompress(view, 0)
     out = []
     pos = 16
     end = len(view)
@@ -128,10 +152,7 @@ def snappy_decompress(data: bytes | memoryview) -> bytes:
                 expected=f"<= {end - pos} bytes",
                 found=n,
             )
-        try:
-            out.append(bytes(cramjam.snappy.decompress_raw(view[pos : pos + n])))
-        except Exception as exc:  # cramjam raises its own DecompressionError
-            raise CorruptRecordError(f"bad snappy block: {exc}", position=pos) from None
+        out.append(_snappy_raw_decompress(view[pos : pos + n], pos))
         pos += n
     return b"".join(out)
 

@@ -109,7 +109,9 @@ class FileRecords:
                 avail = len(buf) - at
                 # One header read per batch; the view is made once per chunk, not per batch.
                 size = size_at(view, at + 8)[0] if avail >= LOG_OVERHEAD else 0
-                if avail <= HEADER_SIZE_UP_TO_MAGIC or avail < LOG_OVERHEAD + max(size, 0):
+                # Kafka (FileLogInputStream.nextBatch) checks the size before whether the entry fits:
+                # a size below 14 is corrupt even when the file ends before the entry would.
+                if avail <= HEADER_SIZE_UP_TO_MAGIC or (size >= MIN_MESSAGE_SIZE and avail < LOG_OVERHEAD + size):
                     if eof:
                         break
                     want = max(self.chunk_size, LOG_OVERHEAD + max(size, 0))

@@ -43,8 +43,22 @@ META_PROPERTIES_V1 = 1
 _WHITESPACE = " \t\f"  # what the Java LineReader skips
 _JAVA_INT = re.compile(r"^[+-]?[0-9]+$")
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+_INT32_DIGITS = 10  # significant digits of the longest int32
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def _java_int32(text: str) -> int | None:
+    """``Integer.parseInt``: optional sign, ASCII digits (leading zeros allowed), in range;
+    None otherwise. A number of more digits than any int32 has is out of range without
+    converting it (Python's int() refuses strings of more than 4300 digits)."""
+    if not _JAVA_INT.fullmatch(text):
+        return None
+    digits = text.lstrip("+-").lstrip("0")
+    if len(digits) > _INT32_DIGITS:
+        return None
+    value = -int(digits or "0") if text[0] == "-" else int(digits or "0")
+    return value if _INT32_MIN <= value <= _INT32_MAX else None
 
 
 class Property(NamedTuple):
@@ -275,14 +289,18 @@ class MetaProperties:
             if text is None:
                 fail(f"failed to find required property {key}", None)
                 raise AssertionError  # unreachable: fail raises
-            if not _JAVA_INT.match(text) or not _INT32_MIN <= int(text) <= _INT32_MAX:
+            value = _java_int32(text)
+            if value is None:
                 fail(f"unable to read {key} as a base-10 number", key, expected="an int32", found=text)
-            return int(text)
+                raise AssertionError  # unreachable: fail raises
+            return value
 
         version_text = props.get(VERSION_PROP, str(META_PROPERTIES_V0)).strip()
-        if not _JAVA_INT.match(version_text) or not _INT32_MIN <= int(version_text) <= _INT32_MAX:
+        parsed_version = _java_int32(version_text)
+        if parsed_version is None:
             fail("invalid meta.properties version string", VERSION_PROP, expected="0 or 1", found=version_text)
-        version = int(version_text)
+            raise AssertionError  # unreachable: fail raises
+        version = parsed_version
         if version not in (META_PROPERTIES_V0, META_PROPERTIES_V1):
             fail("unknown meta.properties version number", VERSION_PROP, expected="0 or 1", found=version)
         node_id: int | None = None

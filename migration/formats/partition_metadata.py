@@ -24,6 +24,20 @@ PARTITION_METADATA_VERSION = 0
 _SEPARATOR = re.compile(r":[ \t\n\x0b\f\r]+")  # Java's ":\s+"
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _JAVA_INT = re.compile(r"^[+-]?[0-9]+$")
+_INT32_DIGITS = 10  # significant digits of the longest int32
+
+
+def _java_int32(text: str) -> int | None:
+    """``Integer.parseInt``: optional sign, ASCII digits (leading zeros allowed), in range;
+    None otherwise. A number of more digits than any int32 has is out of range without
+    converting it (Python's int() refuses strings of more than 4300 digits)."""
+    if not _JAVA_INT.fullmatch(text):
+        return None
+    digits = text.lstrip("+-").lstrip("0")
+    if len(digits) > _INT32_DIGITS:
+        return None
+    value = -int(digits or "0") if text[0] == "-" else int(digits or "0")
+    return value if -(1 << 31) <= value < 1 << 31 else None
 
 
 @dataclass(frozen=True)
@@ -56,7 +70,8 @@ class PartitionMetadataFile:
                 "malformed line in partition metadata file at line 1",
                 path=path, position=0, expected="version: <int>", found=repr(lines[0][1]),
             )
-        if not _JAVA_INT.match(version_parts[1]) or not 0 <= int(version_parts[1]) < 1 << 31:
+        version = _java_int32(version_parts[1])
+        if version is None or version < 0:
             raise CorruptCheckpointError(
                 "unrecognized version of partition metadata file at line 1",
                 path=path,
@@ -89,7 +104,7 @@ class PartitionMetadataFile:
                 "invalid topic id in partition metadata file", path=path, position=id_pos,
                 expected="a non-zero Uuid", found=id_parts[1],
             )
-        return cls(topic_id, int(version_parts[1]))
+        return cls(topic_id, version)
 
     @classmethod
     def read(cls, path: StrPath) -> PartitionMetadataFile:

@@ -55,6 +55,12 @@ CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
 
 INT32_MAX = 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# A record's offset and timestamp are base + delta (Java wraps the sum around int64). Offset
+# deltas are varints of at most 5 bytes (|delta| <= 2**34), timestamp deltas varlongs of up to
+# 10: the sum can leave int64 only for a base this close to the limits or a longer timestamp
+# delta, so only then is it checked.
+SAFE_DELTA = 2**34
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count (40 bytes)
@@ -239,7 +245,7 @@ class RecordBatch:
         lat = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
         span = _digest_v2(data, self.records_count, self.base_offset, self.base_timestamp, lat, parts, stamps)
         if span is not None:
-            return span if span[0] >= 0 else None
+            return span or None
         # Irregular: decode carefully (raises the located error) and digest what it accepts.
         del parts[n0:]
         del stamps[s0:]
@@ -268,10 +274,10 @@ _NULL_LENGTH = b"\xff\xff\xff\xff"
 
 
 def _digest_v2(data: bytes, count: int, base_offset: int, base_timestamp: int, lat: int | None,
-               parts: list[bytes | memoryview], stamps: list[int]) -> tuple[int, int] | None:
+               parts: list[bytes | memoryview], stamps: list[int]) -> tuple[int, int] | tuple[()] | None:
     """Fast path of :meth:`RecordBatch.digest_parts` for well-formed records; None at the
     first irregularity (the caller falls back to :func:`decode_records` for the error).
-    Returns (-1, -1) for no records."""
+    Returns () for no records (offsets themselves may be negative in a corrupt batch)."""
     view = memoryview(data)
     end = len(data)
     pos = 0
@@ -280,7 +286,10 @@ def _digest_v2(data: bytes, count: int, base_offset: int, base_timestamp: int, l
     pack_head = _OFFSET_HEADERS.pack
     pack_len = _I32.pack
     stamp = stamps.append
-    first = last = -1
+    first = last = 0
+    seen = False
+    if not INT64_MIN + SAFE_DELTA <= base_timestamp <= INT64_MAX - SAFE_DELTA:
+        return None  # timestamps may leave int64: the careful decoder checks them
     try:
         for _ in range(count):
             b = data[pos]
@@ -307,6 +316,8 @@ def _digest_v2(data: bytes, count: int, base_offset: int, base_timestamp: int, l
                 pos += 2
             else:
                 ts_delta, pos = slow(data, pos, 10)
+                if not -SAFE_DELTA <= ts_delta <= SAFE_DELTA:
+                    return None
             b = data[pos]
             if b < 0x80:
                 off_delta = (b >> 1) ^ -(b & 1)
@@ -395,14 +406,15 @@ def _digest_v2(data: bytes, count: int, base_offset: int, base_timestamp: int, l
             else:
                 append(_NULL_LENGTH)
             stamp(base_timestamp + ts_delta if lat is None else lat)
-            if first < 0:
+            if not seen:
                 first = offset
+                seen = True
             last = offset
-    except (IndexError, KafkaFormatError):
+    except (IndexError, KafkaFormatError, struct.error):  # struct.error: an offset outside int64
         return None
     if pos != end:
         return None
-    return first, last
+    return (first, last) if seen else ()
 
 
 def decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int) -> list[Record]:
@@ -419,6 +431,8 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
     pos = 0
     end = len(data)
     slow = _decode_varint_slow
+    check_int64 = not (INT64_MIN + SAFE_DELTA <= base_offset <= INT64_MAX - SAFE_DELTA
+                       and INT64_MIN + SAFE_DELTA <= base_timestamp <= INT64_MAX - SAFE_DELTA)
     for _ in range(count):
         # Each varint: one-byte fast path inline, the general decoder otherwise.
         if pos >= end:
@@ -458,6 +472,8 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
             pos += 2
         else:
             ts_delta, pos = slow(data, pos, 10)
+            if not -SAFE_DELTA <= ts_delta <= SAFE_DELTA:
+                check_int64 = True
         b = data[pos]
         if b < 0x80:
             off_delta = (b >> 1) ^ -(b & 1)
@@ -542,7 +558,17 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
                 expected=f"{length} bytes",
                 found=f"{pos - rec_start} bytes",
             )
-        append(Record(base_offset + off_delta, base_timestamp + ts_delta, key, value, headers))
+        offset = base_offset + off_delta
+        timestamp = base_timestamp + ts_delta
+        if check_int64 and not (INT64_MIN <= offset <= INT64_MAX and INT64_MIN <= timestamp <= INT64_MAX):
+            what, found = ("offset", offset) if not INT64_MIN <= offset <= INT64_MAX else ("timestamp", timestamp)
+            raise CorruptRecordError(
+                f"record {what} outside int64 (the batch's base {what} plus the record's delta)",
+                position=rec_start,
+                expected=f"{INT64_MIN}..{INT64_MAX}",
+                found=found,
+            )
+        append(Record(offset, timestamp, key, value, headers))
     if pos != end:
         raise CorruptRecordError(
             "incorrect declared batch size: bytes remain after the last record",

@@ -174,3 +174,24 @@ def test_segment_leader_epochs_properties(starts: list[int], start: int, length:
         before = [e.epoch for e in entries if e.start_offset <= off]
         after = [e.epoch for e in result if e.start_offset <= off]
         assert (before[-1] if before else None) == (after[-1] if after else None)
+
+
+@pytest.mark.parametrize(
+    ("data", "position", "line"),
+    [
+        (b"0\n1\n0 " + b"1" * 5000 + b"\n", 4, 3),  # an offset of more digits than Python's int() reads
+        (b"0\n" + b"9" * 4301 + b"\n", 2, 2),
+        (b"-" + b"0" * 4300 + b"1\n0\n", 0, 1),  # version -1, behind more zeros than int() reads
+    ],
+)
+def test_numbers_of_thousands_of_digits_are_malformed_lines(data: bytes, position: int, line: int) -> None:
+    # Found by tests/fuzz: int() raised ValueError (its 4300-digit limit) out of the reader.
+    with pytest.raises(CorruptCheckpointError) as e:
+        LeaderEpochCheckpointFile.from_bytes(data, path="cp")
+    assert e.value.position == position
+    assert f"line {line}" in str(e.value)
+
+
+def test_leading_zeros_parse_as_in_java() -> None:
+    data = b"0\n1\n" + b"0" * 5000 + b"7 +00042\n"
+    assert LeaderEpochCheckpointFile.from_bytes(data).entries == (EpochEntry(7, 42),)

@@ -56,3 +56,19 @@ def test_write_and_read(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         CleanShutdownFile(2**63).write(tmp_path / "x")
     assert sorted(p.name for p in tmp_path.iterdir()) == [".kafka_cleanshutdown"]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[" * 100_000,  # nesting deeper than the interpreter's stack: RecursionError
+        b'{"version":{"version":' * 5000 + b"0" + b"}}" * 5000,
+        b'{"version":0,"brokerEpoch":' + b"1" * 5000 + b"}",  # more digits than int() reads: ValueError
+    ],
+    ids=["deep-array", "deep-object", "long-number"],
+)
+def test_json_the_reader_cannot_hold_is_a_format_error(data: bytes) -> None:
+    # Found by tests/fuzz: RecursionError and ValueError escaped the reader.
+    with pytest.raises(CorruptCheckpointError) as e:
+        CleanShutdownFile.from_bytes(data, path="/logs/.kafka_cleanshutdown")
+    assert e.value.path == "/logs/.kafka_cleanshutdown" and e.value.position == 0

@@ -73,3 +73,21 @@ def test_seventeen_bytes_or_fewer_end_iteration(tmp_path):
     fr = FileRecords(p)
     assert list(fr.batches()) == []
     assert fr.trailing_bytes == 17
+
+
+@pytest.mark.parametrize("tail", [18, 20, 24])
+def test_size_below_14_is_corrupt_even_where_the_entry_would_not_fit(tmp_path, tail):
+    # Found by tests/fuzz: with 18..25 bytes left and a size field below 14, the streaming
+    # reader waited for the rest of the entry and called the bytes a truncated tail, while
+    # iterate_batches (and Kafka's FileLogInputStream: size check first) report corruption.
+    data, _ = _mixed_segment()
+    bad = data + (7).to_bytes(8, "big") + (13).to_bytes(4, "big") + b"\x00" * (tail - 12)
+    p = tmp_path / "00000000000000000000.log"
+    p.write_bytes(bad)
+    for chunk in (19, 1 << 20):
+        with pytest.raises(CorruptRecordError) as exc:
+            list(FileRecords(p, chunk_size=chunk).batches())
+        assert exc.value.position == len(data) + 8
+    with pytest.raises(CorruptRecordError) as exc:
+        list(iterate_batches(bad))
+    assert exc.value.position == len(data) + 8

@@ -163,3 +163,23 @@ def test_write_and_read(tmp_path: Path) -> None:
     assert path.read_bytes() == SPEC_EXAMPLE
     assert MetaProperties.read(path) == KRAFT
     assert sorted(p.name for p in tmp_path.iterdir()) == ["meta.properties"]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"version=0\nbroker.id=" + b"1" * 5000 + b"\n",
+        b"version=" + b"1" * 5000 + b"\n",
+        b"version=1\ncluster.id=x\nnode.id=" + b"0" * 5000 + b"12345678901\n",
+        b"version=1\ncluster.id=x\nnode.id=5\\n\n",  # an escaped line break: Integer.parseInt refuses it
+    ],
+)
+def test_unreadable_numbers_are_format_errors(data: bytes) -> None:
+    # Found by tests/fuzz: int() raised ValueError (its 4300-digit limit) out of the reader.
+    with pytest.raises(CorruptCheckpointError, match="version|base-10"):
+        MetaProperties.from_bytes(data, path="/logs/meta.properties")
+
+
+def test_node_id_with_leading_zeros_reads_as_in_java() -> None:
+    data = b"version=1\ncluster.id=x\nnode.id=" + b"0" * 5000 + b"12\n"
+    assert MetaProperties.from_bytes(data).node_id == 12

@@ -65,3 +65,13 @@ def test_write_and_read(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         PartitionMetadataFile(Uuid(0, 0)).write(tmp_path / "other")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["partition.metadata"]
+
+
+def test_version_of_thousands_of_digits_is_a_format_error() -> None:
+    # Found by tests/fuzz: int() raised ValueError (its 4300-digit limit) out of the reader.
+    with pytest.raises(CorruptCheckpointError) as e:
+        PartitionMetadataFile.from_bytes(b"version: " + b"1" * 5000 + b"\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ")
+    assert e.value.position == 9
+    # Leading zeros are fine, as for Integer.parseInt.
+    f = PartitionMetadataFile.from_bytes(b"version: " + b"0" * 5000 + b"3\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ")
+    assert f.version == 3

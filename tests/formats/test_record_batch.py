@@ -1,11 +1,19 @@
 from __future__ import annotations
 
+import crc32c
 import pytest
 
 from migration.formats.errors import CorruptRecordError, InvalidCrcError, TruncatedError, UnsupportedCodecError
 from migration.formats.file_records import iterate_batches
 from migration.formats.model import Compression, Header, Record, TimestampType
-from migration.formats.record_batch import RecordBatch, build_record_batch, increment_sequence
+from migration.formats.record_batch import (
+    _HEADER_AFTER_CRC,
+    _PREFIX,
+    RecordBatch,
+    build_record_batch,
+    encode_record,
+    increment_sequence,
+)
 
 # kafka-formats.md §2.8: two records, CreateTime, no compression, leader epoch 0.
 SPEC_VECTOR = bytes.fromhex(
@@ -120,3 +128,61 @@ def test_single_record_batch_equals_the_general_builder(timestamp, lat, key, val
         max_timestamp=timestamp if lat else None,
     )
     assert fast == general
+
+
+@pytest.mark.parametrize(("base_offset", "deltas"), [(0, [-1, 1, 2]), (-5, [0, 1]), (10, [-12, -11])])
+def test_digest_span_of_negative_offsets_is_the_records_span(base_offset, deltas):
+    # Found by tests/fuzz: the digest walk (what the validator checks records with) used -1 as
+    # "no record yet", so a record offset below 0 (a negative offset delta or base offset under
+    # a valid CRC) was dropped from the span: the validator's record-offset check missed it.
+    body = b"".join(encode_record(d, 0, b"k", b"v") for d in deltas)
+    after_crc = _HEADER_AFTER_CRC.pack(0, max(*deltas, 0), 1000, 1000, -1, -1, -1, len(deltas)) + body
+    data = _PREFIX.pack(base_offset, len(after_crc) + 9, 0, 2) + crc32c.crc32c(after_crc).to_bytes(4, "big") + after_crc
+    (batch,) = iterate_batches(data)
+    batch.ensure_valid()
+    offsets = [r.offset for r in batch.records()]
+    assert offsets == [base_offset + d for d in deltas]
+    parts, stamps = [], []
+    assert batch.digest_parts(parts, stamps) == (offsets[0], offsets[-1])
+    assert stamps == [1000] * len(deltas)
+
+
+@pytest.mark.parametrize(("base_offset", "delta"), [(2**63 - 1, 1), (2**63 - 2, 5), (-(2**63), -1)])
+def test_record_offset_outside_int64_is_corrupt(base_offset, delta):
+    # Found by tests/fuzz: the digest walk packed base offset + delta as an int64 and raised
+    # struct.error out of digest_parts (and so out of validate_paths); records() returned it.
+    body = encode_record(delta, 0, b"k", b"v")
+    after_crc = _HEADER_AFTER_CRC.pack(0, max(delta, 0), 1000, 1000, -1, -1, -1, 1) + body
+    data = _PREFIX.pack(base_offset, len(after_crc) + 9, 0, 2) + crc32c.crc32c(after_crc).to_bytes(4, "big") + after_crc
+    (batch,) = iterate_batches(data)
+    batch.ensure_valid()
+    with pytest.raises(CorruptRecordError, match="outside int64") as exc:
+        batch.digest_parts([], [])
+    assert exc.value.position == 62  # the record after its length varint, right after the batch header
+    with pytest.raises(CorruptRecordError, match="outside int64"):
+        batch.records()
+
+
+@pytest.mark.parametrize(("base_timestamp", "delta"), [(2**63 - 10, 2**40), (2**62, 2**63 - 1), (-(2**63), -1)])
+def test_record_timestamp_outside_int64_is_corrupt(base_timestamp, delta):
+    # Found with tests/fuzz: records() returned a timestamp beyond int64 (a 10-byte varlong
+    # delta or a base near the limit), which passed validation and then made the record digest
+    # of migration/digest.py raise struct.error.
+    body = encode_record(0, delta, b"k", b"v")
+    after_crc = _HEADER_AFTER_CRC.pack(0, 0, base_timestamp, base_timestamp, -1, -1, -1, 1) + body
+    data = _PREFIX.pack(0, len(after_crc) + 9, 0, 2) + crc32c.crc32c(after_crc).to_bytes(4, "big") + after_crc
+    (batch,) = iterate_batches(data)
+    batch.ensure_valid()
+    with pytest.raises(CorruptRecordError, match="timestamp outside int64") as exc:
+        batch.records()
+    assert exc.value.position == 62 and exc.value.found == base_timestamp + delta
+    with pytest.raises(CorruptRecordError, match="timestamp outside int64"):
+        batch.digest_parts([], [])
+
+
+def test_timestamps_far_from_the_base_but_inside_int64_still_decode():
+    records = [Record(0, 0, b"k", b"v"), Record(1, 2**62, None, b"w"), Record(2, -(2**62), b"", None)]
+    (batch,) = iterate_batches(build_record_batch(records))
+    assert batch.records() == records
+    stamps = []
+    assert batch.digest_parts([], stamps) == (0, 2) and stamps == [r.timestamp for r in records]

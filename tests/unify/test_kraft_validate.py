@@ -137,3 +137,21 @@ def test_sample_controller_dir_is_clean(sample_cluster):
     assert res.ok, [str(f) for f in res.problems]
     out = CliRunner().invoke(app, ["validate", str(sample_cluster.controller_dir)])
     assert out.exit_code == 0 and "clean" in out.output
+
+
+def test_unknown_codec_id_in_a_snapshot_batch_is_a_finding_not_an_exception(tmp_path, kraft):
+    # Found by tests/fuzz: codec bits 7 under a valid CRC made the compression check raise
+    # UnsupportedCodecError out of validate_checkpoint_file and validate_paths.
+    d = _valid_dir(tmp_path, kraft)
+    z = d / kraft.METADATA_DIR / kraft.ZERO
+    os.chmod(z, 0o644)
+    data = bytearray(z.read_bytes())
+    data[22] |= 0x07  # attributes of the header batch: codec id 7
+    data[17:21] = kraft.calc_crc32c(bytes(data[21 : 12 + int.from_bytes(data[8:12], "big")])).to_bytes(4, "big")
+    z.write_bytes(bytes(data))
+    res = validate_checkpoint_file(z, result=ValidationResult())
+    (f,) = res.problems
+    assert (f.code, f.path, f.position) == ("checkpoint-corrupt", str(z), 22)
+    assert "compression" in f.message
+    res = validate_paths([d])
+    assert "checkpoint-corrupt" in _codes(res)
