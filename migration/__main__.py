@@ -1,3 +1,3 @@
-from .cli import main
+from migration.cli import main
 
 main()

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__
+from migration import __version__
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -57,8 +57,8 @@ def inspect(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
 ) -> None:
     """Dump Kafka files like kafka-dump-log. SCRAM secrets are always shown redacted."""
-    from .formats.errors import KafkaFormatError
-    from .inspect_files import format_row, inspect_file
+    from migration.formats.errors import KafkaFormatError
+    from migration.inspect_files import format_row, inspect_file
 
     out: dict[str, list] = {}
     failed = False
@@ -92,7 +92,7 @@ def validate(
 ) -> None:
     """Check CRCs, offsets, indexes, time indexes, snapshots, checkpoints and leftovers.
     Exit 1 with findings naming file and position, 0 when clean."""
-    from .validate import validate_paths
+    from migration.validate import validate_paths
 
     res = validate_paths(list(paths), deep=not shallow)
     if as_json:
@@ -116,7 +116,7 @@ def inventory(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Scan log dirs into an inventory: brokers, partitions, segments, formats, codecs."""
-    from .logdir import scan_inventory
+    from migration.logdir import scan_inventory
 
     inv = scan_inventory(list(log_dirs), deep=deep)
     if as_json:
@@ -173,7 +173,7 @@ def sample_cluster(
     segment_bytes: Annotated[int | None, typer.Option(help="Roll segments at this size.")] = None,
 ) -> None:
     """Build a realistic legacy cluster (0.9/0.10/2.x data, a KRaft controller) for demos."""
-    from .sample_cluster import build_sample_cluster
+    from migration.sample_cluster import build_sample_cluster
 
     try:
         sc = build_sample_cluster(out, brokers=brokers, scale=scale, seed=seed, segment_bytes=segment_bytes)

@@ -26,7 +26,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.rule import Rule
 
-from .paths import out_dir, project_root
+from migration.paths import out_dir, project_root
 
 console = Console(width=max(120, shutil.get_terminal_size((120, 40)).columns))
 
@@ -63,8 +63,8 @@ def airflow_env(cluster: Path, s3_endpoint: str | None = None) -> dict[str, str]
 
 def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path) -> int:
     """Run one DAG with ``airflow dags test``; print its state and its run report's summary."""
-    from .audit.store import ReportNotFound, ReportStore
-    from .audit.text import print_summary
+    from migration.audit.store import ReportNotFound, ReportStore
+    from migration.audit.text import print_summary
 
     cmd = [str(Path(sys.executable).parent / "airflow"), "dags", "test", dag_id, "-c", json.dumps(conf)]
     console.print(f"$ airflow dags test {dag_id} -c '{json.dumps(conf)}'", highlight=False, soft_wrap=True)
@@ -97,11 +97,11 @@ def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path) -> int
 
 
 def main() -> int:
-    from .audit.store import ReportStore
-    from .cli import print_inventory
-    from .logdir import scan_inventory
-    from .sample_cluster import build_sample_cluster
-    from .validate import validate_paths
+    from migration.audit.store import ReportStore
+    from migration.cli import print_inventory
+    from migration.logdir import scan_inventory
+    from migration.sample_cluster import build_sample_cluster
+    from migration.validate import validate_paths
 
     demo = out_dir() / "demo"
     if demo.exists():

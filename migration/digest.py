@@ -26,7 +26,7 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
-from .formats.model import Record
+from migration.formats.model import Record
 
 OFFSET_NO_HEADERS = struct.Struct(">qi")  # offset, header count
 _I32 = struct.Struct(">i")

@@ -14,13 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .formats import names
-from .formats.control_records import decode_control_record
-from .formats.errors import KafkaFormatError
-from .formats.file_records import FileRecords
-from .formats.message_schema import redact
-from .formats.metadata_records import decode_metadata_record, metadata_schema
-from .formats.model import MAGIC_V2
+from migration.formats import names
+from migration.formats.control_records import decode_control_record
+from migration.formats.errors import KafkaFormatError
+from migration.formats.file_records import FileRecords
+from migration.formats.message_schema import redact
+from migration.formats.metadata_records import decode_metadata_record, metadata_schema
+from migration.formats.model import MAGIC_V2
 
 
 def _blob(b: bytes | None) -> Any:
@@ -65,24 +65,24 @@ def inspect_file(path: str | os.PathLike[str], *, deep: bool = False) -> Iterato
         yield from _inspect_records(p, deep=deep or kind == "checkpoint", metadata=kind == "checkpoint"
                                     or names.METADATA_PARTITION_DIR in p.parts)
     elif kind == "index":
-        from .formats.offset_index import OffsetIndex
+        from migration.formats.offset_index import OffsetIndex
 
         idx = OffsetIndex.read(p, strict=False)
         for e in idx.entries:
             yield {"offset": e.offset, "position": e.position}
     elif kind == "timeindex":
-        from .formats.time_index import TimeIndex
+        from migration.formats.time_index import TimeIndex
 
         tidx = TimeIndex.read(p, strict=False)
         for e in tidx.entries:
             yield {"timestamp": e.timestamp, "offset": e.offset}
     elif kind == "txnindex":
-        from .formats.transaction_index import TransactionIndex
+        from migration.formats.transaction_index import TransactionIndex
 
         for t in TransactionIndex.read(p, strict=False).entries:
             yield t._asdict()
     elif kind == "snapshot":
-        from .formats.producer_snapshot import ProducerSnapshot
+        from migration.formats.producer_snapshot import ProducerSnapshot
 
         for e in ProducerSnapshot.read(p).entries:
             yield e._asdict()

@@ -23,12 +23,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .formats import names
-from .formats.control_records import ControlRecordType, decode_control_value, read_control_key
-from .formats.errors import KafkaFormatError, TruncatedError
-from .formats.file_records import iterate_batches
-from .formats.kraft_checkpoint import KRAFT_MAX_BATCH_BYTES
-from .formats.metadata_records import (
+from migration.formats import names
+from migration.formats.control_records import ControlRecordType, decode_control_value, read_control_key
+from migration.formats.errors import KafkaFormatError, TruncatedError
+from migration.formats.file_records import iterate_batches
+from migration.formats.kraft_checkpoint import KRAFT_MAX_BATCH_BYTES
+from migration.formats.metadata_records import (
     METADATA_VERSION_FEATURE,
     MV_3_3_IV0,
     MV_3_3_IV3,
@@ -36,9 +36,9 @@ from .formats.metadata_records import (
     decode_metadata_record,
     metadata_version_name,
 )
-from .formats.model import MAGIC_V2, Compression
-from .formats.record_batch import RecordBatch
-from .validate import ValidationResult, validate_partition_dir
+from migration.formats.model import MAGIC_V2, Compression
+from migration.formats.record_batch import RecordBatch
+from migration.validate import ValidationResult, validate_partition_dir
 
 __all__ = ["CheckpointCheck", "validate_checkpoint_file", "validate_metadata_log_dir"]
 

@@ -27,11 +27,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .formats import names
-from .formats.errors import KafkaFormatError
-from .formats.file_records import FileRecords
-from .formats.fileio import atomic_write
-from .formats.model import MAGIC_V2
+from migration.formats import names
+from migration.formats.errors import KafkaFormatError
+from migration.formats.file_records import FileRecords
+from migration.formats.fileio import atomic_write
+from migration.formats.model import MAGIC_V2
 
 
 class SegmentStats(BaseModel):
@@ -242,7 +242,7 @@ def _lock_key(log_dir: str | os.PathLike[str]) -> str:
 
 
 def _holders_dir() -> Path:
-    from .paths import out_dir
+    from migration.paths import out_dir
 
     return out_dir() / "state" / "locks"
 
@@ -454,8 +454,8 @@ def _size(path: Path) -> int | None:
 
 
 def scan_partition_dir(path: str | os.PathLike[str], *, stats: bool = True, deep: bool = False) -> Partition:
-    from .formats.checkpoint_files import LeaderEpochCheckpointFile
-    from .formats.partition_metadata import PartitionMetadataFile
+    from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
+    from migration.formats.partition_metadata import PartitionMetadataFile
 
     p = Path(path)
     tp = names.parse_partition_dir_name(p.name)
@@ -534,8 +534,8 @@ def scan_metadata_log(path: str | os.PathLike[str], *, stats: bool = True) -> Me
 
 
 def scan_log_dir(path: str | os.PathLike[str], *, stats: bool = True, deep: bool = False) -> LogDir:
-    from .formats.checkpoint_files import OffsetCheckpointFile
-    from .formats.meta_properties import MetaProperties
+    from migration.formats.checkpoint_files import OffsetCheckpointFile
+    from migration.formats.meta_properties import MetaProperties
 
     p = Path(path)
     if not p.is_dir():

@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .engine import Unit
-from .formats.fileio import atomic_write, fsync_dir
-from .paths import runs_dir
+from migration.engine import Unit
+from migration.formats.fileio import atomic_write, fsync_dir
+from migration.paths import runs_dir
 
 
 def _write_json(path: Path, data: Any) -> None:

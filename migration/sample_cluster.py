@@ -31,29 +31,34 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cluster import ClusterDescription, NodeSpec
-from .formats import names
-from .formats.checkpoint_files import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile, TopicPartitionOffset
-from .formats.clean_shutdown import CleanShutdownFile
-from .formats.control_records import (
+from migration.cluster import ClusterDescription, NodeSpec
+from migration.formats import names
+from migration.formats.checkpoint_files import (
+    EpochEntry,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    TopicPartitionOffset,
+)
+from migration.formats.clean_shutdown import CleanShutdownFile
+from migration.formats.control_records import (
     ControlRecordType,
     EndTransactionMarker,
     encode_control_key,
     encode_control_value,
     kraft_version_value,
 )
-from .formats.file_records import iterate_batches
-from .formats.index_builder import build_indexes
-from .formats.kafka_uuid import METADATA_TOPIC_ID, Uuid
-from .formats.kraft_checkpoint import build_checkpoint, write_bootstrap_checkpoint, write_checkpoint_file
-from .formats.legacy import build_wrapper, encode_message
-from .formats.meta_properties import MetaProperties
-from .formats.metadata_records import encode_metadata_record
-from .formats.model import Compression, Header, Record, TimestampType
-from .formats.partition_metadata import PartitionMetadataFile
-from .formats.producer_snapshot import ProducerSnapshot
-from .formats.record_batch import build_record_batch
-from .formats.transaction_index import AbortedTxn, TransactionIndex
+from migration.formats.file_records import iterate_batches
+from migration.formats.index_builder import build_indexes
+from migration.formats.kafka_uuid import METADATA_TOPIC_ID, Uuid
+from migration.formats.kraft_checkpoint import build_checkpoint, write_bootstrap_checkpoint, write_checkpoint_file
+from migration.formats.legacy import build_wrapper, encode_message
+from migration.formats.meta_properties import MetaProperties
+from migration.formats.metadata_records import encode_metadata_record
+from migration.formats.model import Compression, Header, Record, TimestampType
+from migration.formats.partition_metadata import PartitionMetadataFile
+from migration.formats.producer_snapshot import ProducerSnapshot
+from migration.formats.record_batch import build_record_batch
+from migration.formats.transaction_index import AbortedTxn, TransactionIndex
 
 T0_MS = 1_488_326_400_000  # 2017-03-01: v1 era timestamps
 V0_MTIME_S = 1_451_606_400  # 2016-01-01: v0 era file times

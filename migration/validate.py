@@ -43,10 +43,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .formats import names
-from .formats.errors import KafkaFormatError
-from .formats.file_records import FileRecords
-from .formats.model import MAGIC_V2
+from migration.formats import names
+from migration.formats.errors import KafkaFormatError
+from migration.formats.file_records import FileRecords
+from migration.formats.model import MAGIC_V2
 
 Severity = Literal["error", "warning", "info"]
 INT32_MAX = 2**31 - 1
@@ -141,9 +141,9 @@ def validate_segment(
     """Validate one segment and its companions (index, time index, transaction index), in one
     streaming pass. ``next_base_offset`` is the partition's next segment's; None means this is
     the partition's last (active) segment."""
-    from .formats.offset_index import OffsetIndex
-    from .formats.time_index import TimeIndex
-    from .formats.transaction_index import TransactionIndex
+    from migration.formats.offset_index import OffsetIndex
+    from migration.formats.time_index import TimeIndex
+    from migration.formats.transaction_index import TransactionIndex
 
     res = result if result is not None else ValidationResult()
     log_path = Path(log_path)
@@ -334,8 +334,8 @@ def _missing_or_empty_indexes(res: ValidationResult, index_path: Path, time_path
 
 def validate_partition_dir(path: str | os.PathLike[str], *, deep: bool = True,
                            result: ValidationResult | None = None) -> ValidationResult:
-    from .formats.partition_metadata import PartitionMetadataFile
-    from .formats.producer_snapshot import ProducerSnapshot
+    from migration.formats.partition_metadata import PartitionMetadataFile
+    from migration.formats.producer_snapshot import ProducerSnapshot
 
     res = result if result is not None else ValidationResult()
     p = Path(path)
@@ -391,7 +391,7 @@ def validate_partition_dir(path: str | os.PathLike[str], *, deep: bool = True,
 
 
 def _leader_epochs(p: Path, res: ValidationResult, part: str) -> list[tuple[int, int]] | None:
-    from .formats.checkpoint_files import LeaderEpochCheckpointFile
+    from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 
     lec = p / names.LEADER_EPOCH_CHECKPOINT_FILE
     if not lec.exists():
@@ -408,8 +408,8 @@ def _leader_epochs(p: Path, res: ValidationResult, part: str) -> list[tuple[int,
 
 def validate_log_dir(path: str | os.PathLike[str], *, deep: bool = True,
                      result: ValidationResult | None = None) -> ValidationResult:
-    from .formats.checkpoint_files import OffsetCheckpointFile
-    from .formats.meta_properties import MetaProperties
+    from migration.formats.checkpoint_files import OffsetCheckpointFile
+    from migration.formats.meta_properties import MetaProperties
 
     res = result if result is not None else ValidationResult()
     p = Path(path)
@@ -450,7 +450,7 @@ def _validate_metadata_dir(path: Path, res: ValidationResult) -> None:
     """The KRaft metadata partition: its segments like any partition, its checkpoints by the
     KRaft validator when that module is present."""
     try:
-        from .kraft_validate import validate_metadata_log_dir
+        from migration.kraft_validate import validate_metadata_log_dir
     except ImportError:
         validate_partition_dir(path, result=res)
         return
@@ -459,7 +459,7 @@ def _validate_metadata_dir(path: Path, res: ValidationResult) -> None:
 
 def validate_file(path: str | os.PathLike[str], *, deep: bool = True,
                   result: ValidationResult | None = None) -> ValidationResult:
-    from .formats.producer_snapshot import ProducerSnapshot
+    from migration.formats.producer_snapshot import ProducerSnapshot
 
     res = result if result is not None else ValidationResult()
     p = Path(path)
@@ -477,7 +477,7 @@ def validate_file(path: str | os.PathLike[str], *, deep: bool = True,
             ProducerSnapshot.read(p)
             res.files_checked += 1
         elif name.endswith(names.CHECKPOINT_FILE_SUFFIX) or name == names.BOOTSTRAP_CHECKPOINT_FILE:
-            from .kraft_validate import validate_checkpoint_file
+            from migration.kraft_validate import validate_checkpoint_file
 
             validate_checkpoint_file(p, result=res)
         else:

@@ -19,11 +19,11 @@ def report(
         "--report-root", help="Report store (default $KMIGRATE_REPORT_ROOT or out/reports).")] = None,
 ) -> None:
     """Print or write a run's audit report: every unit's outcome, bytes, records and digests."""
-    from ..audit.html import render_html
-    from ..audit.model import RunReport
-    from ..audit.store import InvalidRunId, ReportNotFound, ReportStore
-    from ..audit.text import print_summary, render_text
-    from ..cli import EXIT_USAGE, console, err_console
+    from migration.audit.html import render_html
+    from migration.audit.model import RunReport
+    from migration.audit.store import InvalidRunId, ReportNotFound, ReportStore
+    from migration.audit.text import print_summary, render_text
+    from migration.cli import EXIT_USAGE, console, err_console
 
     store = ReportStore(report_root)
     if list_runs:
@@ -58,8 +58,8 @@ def sessions(
     evict_idle: Annotated[bool, typer.Option("--evict-idle", help="Evict sessions unused for too long.")] = False,
 ) -> None:
     """List the incremental sessions (one per DAG or command and broker), their epochs and leases."""
-    from ..cli import console
-    from ..sessions import SessionStore
+    from migration.cli import console
+    from migration.sessions import SessionStore
 
     store = SessionStore()
     if evict_idle:

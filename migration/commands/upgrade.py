@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from ._progress import unit_progress
+from migration.commands._progress import unit_progress
 
 console = Console()
 
@@ -29,8 +29,8 @@ class EngineName(StrEnum):
 
 
 def _show(report: Any) -> None:
-    from ..audit.store import ReportStore
-    from ..audit.text import print_summary
+    from migration.audit.store import ReportStore
+    from migration.audit.text import print_summary
 
     print_summary(report, console)
     for w in report.warnings:
@@ -58,8 +58,8 @@ def upgrade(
                                  ] = 1048588,
 ) -> None:
     """Upgrade segments to message format v1 or v2, crash-safely, with backups and proof."""
-    from ..audit.model import RunKind, new_run_id
-    from ..ops.upgrade import UpgradeOptions, execute_upgrade, resume_command
+    from migration.audit.model import RunKind, new_run_id
+    from migration.ops.upgrade import UpgradeOptions, execute_upgrade, resume_command
 
     run_id = run_id or new_run_id(RunKind.UPGRADE)
     if not dry_run:
@@ -84,14 +84,14 @@ def rollback(run_id: Annotated[str, typer.Argument(help="The upgrade run to undo
                       "default backup root).")] = None) -> None:
     """Restore the originals of an upgrade run (byte for byte, mtimes too), whatever state the
     log dirs are in: finished, interrupted, or loaded by Kafka since."""
-    from ..ops.upgrade import rollback_run
+    from migration.ops.upgrade import rollback_run
 
     _show(rollback_run(run_id, backup_root=str(backup_root) if backup_root else None))
 
 
 def commit(run_id: Annotated[str, typer.Argument(help="The upgrade run to make final.")]) -> None:
     """Drop the backups of an upgrade run (no rollback afterwards)."""
-    from ..ops.upgrade import commit_run
+    from migration.ops.upgrade import commit_run
 
     _show(commit_run(run_id))
 

@@ -23,9 +23,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import ClassVar, Generic, NamedTuple, Self, TypeVar
 
-from .errors import CorruptCheckpointError
-from .fileio import BytesLike, StrPath, atomic_write, read_bytes
-from .names import TMP_FILE_SUFFIX
+from migration.formats.errors import CorruptCheckpointError
+from migration.formats.fileio import BytesLike, StrPath, atomic_write, read_bytes
+from migration.formats.names import TMP_FILE_SUFFIX
 
 CHECKPOINT_VERSION = 0
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .errors import CorruptCheckpointError
-from .fileio import BytesLike, StrPath, atomic_write, read_bytes
-from .names import TMP_FILE_SUFFIX
+from migration.formats.errors import CorruptCheckpointError
+from migration.formats.fileio import BytesLike, StrPath, atomic_write, read_bytes
+from migration.formats.names import TMP_FILE_SUFFIX
 
 CLEAN_SHUTDOWN_VERSION = 0
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1

@@ -29,9 +29,9 @@ import zlib
 import cramjam
 import xxhash
 
-from .errors import CorruptRecordError, KafkaFormatError, UnsupportedCodecError
-from .model import MAGIC_V0, MAGIC_V2, Compression
-from .varint import decode_unsigned_varint
+from migration.formats.errors import CorruptRecordError, KafkaFormatError, UnsupportedCodecError
+from migration.formats.model import MAGIC_V0, MAGIC_V2, Compression
+from migration.formats.varint import decode_unsigned_varint
 
 SNAPPY_XERIAL_MAGIC = b"\x82SNAPPY\x00"
 SNAPPY_XERIAL_HEADER = SNAPPY_XERIAL_MAGIC + struct.pack(">ii", 1, 1)

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, NamedTuple
 
-from .errors import CorruptRecordError, SchemaError, TruncatedError
-from .message_schema import MessageSchema, SchemaRegistry, default_registry
+from migration.formats.errors import CorruptRecordError, SchemaError, TruncatedError
+from migration.formats.message_schema import MessageSchema, SchemaRegistry, default_registry
 
 __all__ = [
     "CONTROL_KEY_SIZE",

@@ -19,10 +19,17 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import CorruptRecordError, KafkaFormatError, TruncatedError
-from .legacy import LegacyBatch
-from .model import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V0, MAGIC_V1, MAGIC_V2, MIN_MESSAGE_SIZE
-from .record_batch import RecordBatch
+from migration.formats.errors import CorruptRecordError, KafkaFormatError, TruncatedError
+from migration.formats.legacy import LegacyBatch
+from migration.formats.model import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_V0,
+    MAGIC_V1,
+    MAGIC_V2,
+    MIN_MESSAGE_SIZE,
+)
+from migration.formats.record_batch import RecordBatch
 
 Batch = LegacyBatch | RecordBatch
 

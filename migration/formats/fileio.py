@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from os import PathLike
 from pathlib import Path
 
-from .errors import InvalidFileNameError
-from .names import LEFTOVER_SUFFIXES, offset_from_file_name
+from migration.formats.errors import InvalidFileNameError
+from migration.formats.names import LEFTOVER_SUFFIXES, offset_from_file_name
 
 BytesLike = bytes | bytearray | memoryview
 StrPath = str | PathLike[str]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from .offset_index import OffsetIndex, relative_offset
-from .time_index import NO_TIMESTAMP, TimeIndex
+from migration.formats.offset_index import OffsetIndex, relative_offset
+from migration.formats.time_index import NO_TIMESTAMP, TimeIndex
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 

@@ -24,20 +24,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import names
-from .control_records import (
+from migration.formats import names
+from migration.formats.control_records import (
     ControlRecordType,
     decode_control_value,
     encode_control_key,
     snapshot_footer_value,
     snapshot_header_value,
 )
-from .errors import CorruptCheckpointError, KafkaFormatError
-from .file_records import iterate_batches
-from .fileio import fsync_dir, write_and_fsync
-from .metadata_records import MetadataRecord, decode_metadata_record
-from .model import MAGIC_V2, Compression, Record
-from .record_batch import RECORD_BATCH_OVERHEAD, RecordBatch, build_record_batch, encode_record
+from migration.formats.errors import CorruptCheckpointError, KafkaFormatError
+from migration.formats.file_records import iterate_batches
+from migration.formats.fileio import fsync_dir, write_and_fsync
+from migration.formats.metadata_records import MetadataRecord, decode_metadata_record
+from migration.formats.model import MAGIC_V2, Compression, Record
+from migration.formats.record_batch import RECORD_BATCH_OVERHEAD, RecordBatch, build_record_batch, encode_record
 
 KRAFT_MAX_BATCH_BYTES = 8 * 1024 * 1024
 
@@ -136,7 +136,7 @@ def read_checkpoint(data: bytes | memoryview, *, path: str | os.PathLike[str] | 
 def _read_control_batch(b: RecordBatch, records: list[Record], i: int, n: int, contents: CheckpointContents,
                         p: str | None) -> None:
     for j, r in enumerate(records):
-        from .control_records import read_control_key
+        from migration.formats.control_records import read_control_key
 
         try:
             ctype = read_control_key(r.key).type

@@ -20,9 +20,9 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 
-from . import compression as codecs
-from .errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, UnsupportedCodecError
-from .model import (
+from migration.formats import compression as codecs
+from migration.formats.errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, UnsupportedCodecError
+from migration.formats.model import (
     LOG_OVERHEAD,
     MAGIC_V0,
     MAGIC_V1,

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import SchemaError, TruncatedError
+from migration.formats.errors import SchemaError, TruncatedError
 
 __all__ = [
     "DEFAULT_SCHEMA_DIR",

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from .errors import CorruptCheckpointError
-from .fileio import BytesLike, StrPath, atomic_write, read_bytes
-from .kafka_uuid import Uuid
-from .names import TMP_FILE_SUFFIX
+from migration.formats.errors import CorruptCheckpointError
+from migration.formats.fileio import BytesLike, StrPath, atomic_write, read_bytes
+from migration.formats.kafka_uuid import Uuid
+from migration.formats.names import TMP_FILE_SUFFIX
 
 VERSION_PROP = "version"
 BROKER_ID_PROP = "broker.id"

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import SchemaError
-from .message_schema import (
+from migration.formats.errors import SchemaError
+from migration.formats.message_schema import (
     MessageSchema,
     SchemaRegistry,
     default_registry,

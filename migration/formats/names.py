@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .errors import InvalidFileNameError
+from migration.formats.errors import InvalidFileNameError
 
 # Segment files and their companions, named by the 20-digit base offset.
 LOG_FILE_SUFFIX = ".log"

@@ -20,9 +20,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from typing import ClassVar, NamedTuple, Self
 
-from .errors import CorruptIndexError, InvalidFileNameError
-from .fileio import BytesLike, StrPath, atomic_write, offset_from_path, read_bytes
-from .names import INDEX_FILE_SUFFIX, INT64_MAX, TMP_FILE_SUFFIX
+from migration.formats.errors import CorruptIndexError, InvalidFileNameError
+from migration.formats.fileio import BytesLike, StrPath, atomic_write, offset_from_path, read_bytes
+from migration.formats.names import INDEX_FILE_SUFFIX, INT64_MAX, TMP_FILE_SUFFIX
 
 INT32_MAX = (1 << 31) - 1
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import CorruptCheckpointError
-from .fileio import BytesLike, StrPath, atomic_write, read_bytes
-from .kafka_uuid import ZERO_UUID, Uuid
-from .names import TMP_FILE_SUFFIX
+from migration.formats.errors import CorruptCheckpointError
+from migration.formats.fileio import BytesLike, StrPath, atomic_write, read_bytes
+from migration.formats.kafka_uuid import ZERO_UUID, Uuid
+from migration.formats.names import TMP_FILE_SUFFIX
 
 PARTITION_METADATA_VERSION = 0
 

@@ -28,9 +28,9 @@ from typing import NamedTuple
 
 import crc32c
 
-from .errors import CorruptSnapshotError, InvalidFileNameError, TruncatedError
-from .fileio import BytesLike, StrPath, atomic_write, offset_from_path, read_bytes
-from .names import PRODUCER_SNAPSHOT_FILE_SUFFIX, TMP_FILE_SUFFIX
+from migration.formats.errors import CorruptSnapshotError, InvalidFileNameError, TruncatedError
+from migration.formats.fileio import BytesLike, StrPath, atomic_write, offset_from_path, read_bytes
+from migration.formats.names import PRODUCER_SNAPSHOT_FILE_SUFFIX, TMP_FILE_SUFFIX
 
 PRODUCER_SNAPSHOT_VERSION = 1
 VERSION_OFFSET = 0

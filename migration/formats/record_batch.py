@@ -25,10 +25,10 @@ from collections.abc import Iterator, Sequence
 
 import crc32c
 
-from ..digest import key_value_tail, record_head
-from . import compression as codecs
-from .errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, TruncatedError
-from .model import (
+from migration.digest import key_value_tail, record_head
+from migration.formats import compression as codecs
+from migration.formats.errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, TruncatedError
+from migration.formats.model import (
     LOG_OVERHEAD,
     MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
@@ -41,7 +41,7 @@ from .model import (
     Record,
     TimestampType,
 )
-from .varint import TABLE_MAX, VARINT_TABLE, _decode_varint_slow, encode_varint
+from migration.formats.varint import TABLE_MAX, VARINT_TABLE, _decode_varint_slow, encode_varint
 
 RECORD_BATCH_OVERHEAD = 61
 CRC_OFFSET = 17

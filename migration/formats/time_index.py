@@ -19,9 +19,9 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from .errors import CorruptIndexError
-from .names import TIME_INDEX_FILE_SUFFIX
-from .offset_index import IndexFile, IndexFullError, InvalidOffsetError, relative_offset
+from migration.formats.errors import CorruptIndexError
+from migration.formats.names import TIME_INDEX_FILE_SUFFIX
+from migration.formats.offset_index import IndexFile, IndexFullError, InvalidOffsetError, relative_offset
 
 NO_TIMESTAMP = -1
 INT64_MIN = -(1 << 63)

@@ -7,7 +7,7 @@ significant group first, the high bit set on every byte but the last. A varint h
 
 from __future__ import annotations
 
-from .errors import CorruptRecordError, TruncatedError
+from migration.formats.errors import CorruptRecordError, TruncatedError
 
 
 def zigzag_encode(n: int) -> int:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ..formats.fileio import atomic_write, fsync_dir
+from migration.formats.fileio import atomic_write, fsync_dir
 
 MANIFESTS_DIR = "manifests"
 FILES_DIR = "files"

@@ -50,16 +50,16 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ..formats import names
-from ..formats.errors import CorruptIndexError, CorruptRecordError, KafkaFormatError, TruncatedError
-from ..formats.file_records import FileRecords
-from ..formats.fileio import fsync_dir
-from ..formats.index_builder import DEFAULT_INDEX_INTERVAL_BYTES, IndexBuilder
-from ..formats.model import MAGIC_V2
-from ..formats.offset_index import IndexFile, OffsetIndex
-from ..formats.time_index import TimeIndex
-from ..validate import Finding, batch_offset_problems, validate_segment
-from .faults import fault_point
+from migration.formats import names
+from migration.formats.errors import CorruptIndexError, CorruptRecordError, KafkaFormatError, TruncatedError
+from migration.formats.file_records import FileRecords
+from migration.formats.fileio import fsync_dir
+from migration.formats.index_builder import DEFAULT_INDEX_INTERVAL_BYTES, IndexBuilder
+from migration.formats.model import MAGIC_V2
+from migration.formats.offset_index import IndexFile, OffsetIndex
+from migration.formats.time_index import TimeIndex
+from migration.ops.faults import fault_point
+from migration.validate import Finding, batch_offset_problems, validate_segment
 
 TMP_SUFFIX = names.CLEANED_FILE_SUFFIX
 # Findings on an index file that call for a rebuild although they are not problems: a missing

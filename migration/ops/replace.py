@@ -20,10 +20,10 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..formats import names
-from ..formats.errors import KafkaFormatError
-from ..formats.fileio import fsync_dir
-from .faults import fault_point
+from migration.formats import names
+from migration.formats.errors import KafkaFormatError
+from migration.formats.fileio import fsync_dir
+from migration.ops.faults import fault_point
 
 
 def _suffixed(directory: Path, name: str, suffix: str) -> Path:

@@ -32,24 +32,24 @@ from typing import BinaryIO, NamedTuple, TypeVar
 
 from pydantic import BaseModel, Field
 
-from ..digest import RecordDigest, RecordDigester
-from ..formats import compression as codecs
-from ..formats import names
-from ..formats.errors import CorruptRecordError, TruncatedError
-from ..formats.file_records import Batch, FileRecords
-from ..formats.index_builder import IndexBuilder
-from ..formats.legacy import (
+from migration.digest import RecordDigest, RecordDigester
+from migration.formats import compression as codecs
+from migration.formats import names
+from migration.formats.errors import CorruptRecordError, TruncatedError
+from migration.formats.file_records import Batch, FileRecords
+from migration.formats.index_builder import IndexBuilder
+from migration.formats.legacy import (
     ATTRIBUTE_TIMESTAMP_TYPE_MASK,
     LegacyBatch,
     ScanEntry,
     encode_message,
     v0_entries_to_v1,
 )
-from ..formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP, Record, TimestampType
-from ..formats.record_batch import build_record_batch, build_single_record_batch
-from ..formats.transaction_index import TransactionIndex
-from ..validate import batch_offset_problems
-from .faults import fault_point
+from migration.formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP, Record, TimestampType
+from migration.formats.record_batch import build_record_batch, build_single_record_batch
+from migration.formats.transaction_index import TransactionIndex
+from migration.ops.faults import fault_point
+from migration.validate import batch_offset_problems
 
 INT32_MAX = 2**31 - 1
 _T = TypeVar("_T")

@@ -22,10 +22,10 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..formats import names
-from ..logdir import LockHolder, LogDirLock, lock_status
-from ..paths import is_inside, runs_dir
-from .upgrade_journal import JOURNAL_DIR, JournalState, UnitJournal
+from migration.formats import names
+from migration.logdir import LockHolder, LogDirLock, lock_status
+from migration.ops.upgrade_journal import JOURNAL_DIR, JournalState, UnitJournal
+from migration.paths import is_inside, runs_dir
 
 
 class Refused(Exception):

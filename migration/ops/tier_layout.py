@@ -21,9 +21,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..formats import names
-from ..formats.checkpoint_files import EpochEntry, to_checkpoint_text
-from ..formats.kafka_uuid import Uuid, uuid_from_name
+from migration.formats import names
+from migration.formats.checkpoint_files import EpochEntry, to_checkpoint_text
+from migration.formats.kafka_uuid import Uuid, uuid_from_name
 
 MANIFEST_VERSION: Literal["1"] = "1"
 LAYOUT_NAME = "aiven-tiered-storage-v1"

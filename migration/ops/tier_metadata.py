@@ -13,12 +13,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..formats import names
-from ..formats.errors import KafkaFormatError
-from ..formats.file_records import FileRecords
-from ..formats.kraft_checkpoint import read_checkpoint_file
-from ..formats.metadata_records import MetadataRecord, UnknownMetadataRecordError, decode_metadata_record
-from ..formats.model import MAGIC_V2
+from migration.formats import names
+from migration.formats.errors import KafkaFormatError
+from migration.formats.file_records import FileRecords
+from migration.formats.kraft_checkpoint import read_checkpoint_file
+from migration.formats.metadata_records import MetadataRecord, UnknownMetadataRecordError, decode_metadata_record
+from migration.formats.model import MAGIC_V2
 
 TOPIC_RESOURCE_TYPE = 2  # ConfigResource.Type.TOPIC
 

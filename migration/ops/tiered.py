@@ -49,21 +49,30 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..audit.model import Finding, FormatVersions, OffsetRange, RunKind, RunReport, UnitResult, UnitStatus, UnitType
-from ..engine import Progress, Unit, get_engine
-from ..formats import names
-from ..formats.checkpoint_files import EpochEntry, segment_leader_epochs
-from ..formats.errors import KafkaFormatError
-from ..logdir import LogDir, Partition, scan_log_dir
-from ..runs import RunDir
-from ..validate import Finding as ValidationFinding
-from ..validate import validate_segment
-from . import tier_layout as layout
-from .index_repair import ReplacementInFlight, rebuild_reasons, rebuild_segment_indexes
-from .producer_state import ProducerStateError, SnapshotAction, ensure_segment_snapshots
-from .s3 import DEFAULT_PART_SIZE, LAYOUT_METADATA_KEY, ChecksumMismatch, S3Hook, S3Settings, file_sha256
-from .safety import Refused, RunLock, check_not_live, holding_locks
-from .tier_metadata import read_metadata_image
+from migration.audit.model import (
+    Finding,
+    FormatVersions,
+    OffsetRange,
+    RunKind,
+    RunReport,
+    UnitResult,
+    UnitStatus,
+    UnitType,
+)
+from migration.engine import Progress, Unit, get_engine
+from migration.formats import names
+from migration.formats.checkpoint_files import EpochEntry, segment_leader_epochs
+from migration.formats.errors import KafkaFormatError
+from migration.logdir import LogDir, Partition, scan_log_dir
+from migration.ops import tier_layout as layout
+from migration.ops.index_repair import ReplacementInFlight, rebuild_reasons, rebuild_segment_indexes
+from migration.ops.producer_state import ProducerStateError, SnapshotAction, ensure_segment_snapshots
+from migration.ops.s3 import DEFAULT_PART_SIZE, LAYOUT_METADATA_KEY, ChecksumMismatch, S3Hook, S3Settings, file_sha256
+from migration.ops.safety import Refused, RunLock, check_not_live, holding_locks
+from migration.ops.tier_metadata import read_metadata_image
+from migration.runs import RunDir
+from migration.validate import Finding as ValidationFinding
+from migration.validate import validate_segment
 
 log = logging.getLogger(__name__)
 
@@ -548,7 +557,7 @@ def _report_params(options: dict[str, Any]) -> dict[str, Any]:
 
 def finalize_tier(run_id: str) -> RunReport:
     """Build, save and return the run report; write the metadata-record JSONL into the run dir."""
-    from ..audit.store import ReportStore
+    from migration.audit.store import ReportStore
 
     rd = RunDir(run_id)
     prep = rd.read_prepare()
@@ -605,7 +614,7 @@ def finalize_tier(run_id: str) -> RunReport:
 
 
 def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
-    from ..formats.fileio import atomic_write
+    from migration.formats.fileio import atomic_write
 
     atomic_write(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records).encode("utf-8"),
                  tmp_suffix=".tmp")
@@ -619,7 +628,7 @@ def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions
                  broker_id: int | None = None, only_partitions: list[str] | None = None,
                  progress: Progress | None = None) -> RunReport:
     """prepare → run units on the engine → finalize. A refusal yields a report with exit code 3."""
-    from ..audit.model import new_run_id
+    from migration.audit.model import new_run_id
 
     rid = run_id or new_run_id(RunKind.TIER_PREPARE)
     try:

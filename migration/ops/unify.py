@@ -38,32 +38,32 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..audit.model import Finding, RunKind, RunReport, UnitResult, UnitStatus, UnitType, new_run_id, utcnow
-from ..digest import RecordDigester
-from ..engine import Progress, Unit, get_engine
-from ..formats import names
-from ..formats.errors import KafkaFormatError
-from ..formats.file_records import iterate_batches
-from ..formats.fileio import atomic_write, fsync_dir
-from ..formats.kraft_checkpoint import (
+from migration.audit.model import Finding, RunKind, RunReport, UnitResult, UnitStatus, UnitType, new_run_id, utcnow
+from migration.digest import RecordDigester
+from migration.engine import Progress, Unit, get_engine
+from migration.formats import names
+from migration.formats.errors import KafkaFormatError
+from migration.formats.file_records import iterate_batches
+from migration.formats.fileio import atomic_write, fsync_dir
+from migration.formats.kraft_checkpoint import (
     KRAFT_MAX_BATCH_BYTES,
     CheckpointContents,
     KRaftControlRecord,
     build_checkpoint,
     read_checkpoint,
 )
-from ..formats.metadata_records import (
+from migration.formats.metadata_records import (
     METADATA_VERSION_FEATURE,
     MV_3_3_IV3,
     MetadataRecord,
     metadata_version_name,
 )
-from ..formats.model import Record
-from ..formats.record_batch import RECORD_BATCH_OVERHEAD, encode_record
-from ..logdir import LogDirLock, is_locked
-from ..paths import default_backup_root
-from ..runs import RunDir
-from .safety import Refused, check_backup_root, check_not_live
+from migration.formats.model import Record
+from migration.formats.record_batch import RECORD_BATCH_OVERHEAD, encode_record
+from migration.logdir import LogDirLock, is_locked
+from migration.ops.safety import Refused, check_backup_root, check_not_live
+from migration.paths import default_backup_root
+from migration.runs import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +229,7 @@ def _problem(exc: KafkaFormatError, path: Path) -> Problem:
 
 
 def _node_id(log_dir: Path) -> int | None:
-    from ..formats.meta_properties import MetaProperties
+    from migration.formats.meta_properties import MetaProperties
 
     try:
         return MetaProperties.read(log_dir / names.META_PROPERTIES_FILE).node_id
@@ -504,8 +504,8 @@ def _check_zero(data: bytes, path: Path, expected_digest: str, kraft: list[KRaft
 
 
 def _validate_file(path: Path) -> list[str]:
-    from ..kraft_validate import validate_checkpoint_file
-    from ..validate import ValidationResult
+    from migration.kraft_validate import validate_checkpoint_file
+    from migration.validate import ValidationResult
 
     res = validate_checkpoint_file(path, result=ValidationResult())
     return [str(f) for f in res.problems]
@@ -554,7 +554,7 @@ def _holding_lock(log_dir: Path, opts: UnifyOptions) -> Iterator[bool]:
     """Hold the log dir's ``.lock`` while working, unless this process already does (a job
     runner holding it for its units): POSIX record locks belong to the process, so a second
     descriptor's release would drop the runner's lock too."""
-    from ..logdir import _HELD_LOCKS
+    from migration.logdir import _HELD_LOCKS
 
     if str((log_dir / names.LOCK_FILE).resolve()) in _HELD_LOCKS:
         yield True
@@ -852,7 +852,7 @@ def finalize_unify(run_id: str, *, save: bool = True) -> RunReport:
         report.add_unit(broker, topic, 0, ur)
     report.finish()
     if save:
-        from ..audit.store import ReportStore
+        from migration.audit.store import ReportStore
 
         ReportStore().save(report)
     return report
@@ -874,7 +874,7 @@ def execute_unify(metadata_log_dirs: list[str | os.PathLike[str]], *, options: U
             "stray_log_dirs": opts.stray_log_dirs}, run_id=rid)
         report.refuse(str(exc))
         report.finish()
-        from ..audit.store import ReportStore
+        from migration.audit.store import ReportStore
 
         ReportStore().save(report)
         return report

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..audit.model import (
+from migration.audit.model import (
     Finding,
     FormatVersions,
     RunKind,
@@ -27,22 +27,29 @@ from ..audit.model import (
     UnitStatus,
     new_run_id,
 )
-from ..audit.store import ReportStore
-from ..engine import Progress, Unit, get_engine
-from ..formats import names
-from ..formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2
-from ..logdir import scan_log_dir
-from ..paths import default_backup_root, runs_dir
-from ..runs import RunDir
-from ..validate import ValidationResult, validate_segment
-from .backup import drop_backups, unit_backups, write_backup_manifest
-from .faults import unit_scope
-from .index_repair import rebuild_reasons
-from .replace import remove_cleaned_in_range
-from .safety import Refused, RunLock, check_backup_root, check_clean_shutdown, check_not_live, holding_locks
-from .upgrade_journal import JOURNAL_DIR, JournalState, UnitJournal, load_journal
-from .upgrade_options import UpgradeOptions
-from .upgrade_unit import rollback_unit, run_unit
+from migration.audit.store import ReportStore
+from migration.engine import Progress, Unit, get_engine
+from migration.formats import names
+from migration.formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2
+from migration.logdir import scan_log_dir
+from migration.ops.backup import drop_backups, unit_backups, write_backup_manifest
+from migration.ops.faults import unit_scope
+from migration.ops.index_repair import rebuild_reasons
+from migration.ops.replace import remove_cleaned_in_range
+from migration.ops.safety import (
+    Refused,
+    RunLock,
+    check_backup_root,
+    check_clean_shutdown,
+    check_not_live,
+    holding_locks,
+)
+from migration.ops.upgrade_journal import JOURNAL_DIR, JournalState, UnitJournal, load_journal
+from migration.ops.upgrade_options import UpgradeOptions
+from migration.ops.upgrade_unit import rollback_unit, run_unit
+from migration.paths import default_backup_root, runs_dir
+from migration.runs import RunDir
+from migration.validate import ValidationResult, validate_segment
 
 __all__ = [
     "Refused",

@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..digest import RecordDigest
-from ..formats.fileio import atomic_write, fsync_dir
-from .backup import BackupFile
-from .rewrite import OutputSegment
+from migration.digest import RecordDigest
+from migration.formats.fileio import atomic_write, fsync_dir
+from migration.ops.backup import BackupFile
+from migration.ops.rewrite import OutputSegment
 
 JOURNAL_DIR = "journal"
 

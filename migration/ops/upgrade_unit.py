@@ -18,15 +18,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..audit.model import Finding, OffsetRange, UnitResult, UnitStatus
-from ..digest import RecordDigest, RecordDigester
-from ..engine import Unit
-from ..formats import names
-from ..formats.checkpoint_files import LeaderEpochCheckpointFile
-from ..formats.errors import KafkaFormatError, TruncatedError
-from ..formats.file_records import FileRecords
-from ..formats.fileio import fsync_dir
-from .backup import (
+from migration.audit.model import Finding, OffsetRange, UnitResult, UnitStatus
+from migration.digest import RecordDigest, RecordDigester
+from migration.engine import Unit
+from migration.formats import names
+from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
+from migration.formats.errors import KafkaFormatError, TruncatedError
+from migration.formats.file_records import FileRecords
+from migration.formats.fileio import fsync_dir
+from migration.ops.backup import (
     UnitBackup,
     UnitPlace,
     backup_unit,
@@ -36,8 +36,8 @@ from .backup import (
     sha256_file,
     verify_backup,
 )
-from .faults import fault_point
-from .replace import (
+from migration.ops.faults import fault_point
+from migration.ops.replace import (
     new_file_states,
     remove_cleaned_in_range,
     remove_staged,
@@ -45,9 +45,9 @@ from .replace import (
     segment_files_in_range,
     settle_range,
 )
-from .rewrite import OutputSegment, RewriteSpec, cleaned_paths, rewrite_segment
-from .upgrade_journal import JournalState, UnitJournal, load_journal, save_journal
-from .upgrade_options import UpgradeOptions
+from migration.ops.rewrite import OutputSegment, RewriteSpec, cleaned_paths, rewrite_segment
+from migration.ops.upgrade_journal import JournalState, UnitJournal, load_journal, save_journal
+from migration.ops.upgrade_options import UpgradeOptions
 
 
 class UnitContext:

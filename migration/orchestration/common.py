@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..audit.model import RUN_ID_RE, ProgressPoint, RunKind, RunReport
-from ..audit.store import ReportNotFound, ReportStore
-from ..cluster import ClusterDescription
-from ..paths import project_root
-from ..runs import RunDir
+from migration.audit.model import RUN_ID_RE, ProgressPoint, RunKind, RunReport
+from migration.audit.store import ReportNotFound, ReportStore
+from migration.cluster import ClusterDescription
+from migration.paths import project_root
+from migration.runs import RunDir
 
 RUN_UNITS_APP = str(Path(__file__).resolve().parents[1] / "jobs" / "run_units.py")
 

@@ -16,12 +16,12 @@ import json
 import os
 from pathlib import Path
 
-from ..audit.model import RunReport, SessionInfo, UnitStatus
-from ..formats import names
-from ..formats.fileio import atomic_write
-from ..paths import out_dir
-from ..runs import RunDir
-from ..sessions import Budget, Outcome, PartitionFingerprint, RunPlan, SessionStore, fingerprint_partition_dir
+from migration.audit.model import RunReport, SessionInfo, UnitStatus
+from migration.formats import names
+from migration.formats.fileio import atomic_write
+from migration.paths import out_dir
+from migration.runs import RunDir
+from migration.sessions import Budget, Outcome, PartitionFingerprint, RunPlan, SessionStore, fingerprint_partition_dir
 
 PLAN_FILE = "session-plan.json"
 

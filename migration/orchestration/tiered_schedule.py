@@ -9,11 +9,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..audit.model import RunKind, RunReport
-from ..audit.store import ReportStore
-from ..runs import RunDir
-from .common import load_cluster, merge_reports, run_id_for
-from .incremental import begin_incremental, finish_incremental, load_plan, session_info
+from migration.audit.model import RunKind, RunReport
+from migration.audit.store import ReportStore
+from migration.orchestration.common import load_cluster, merge_reports, run_id_for
+from migration.orchestration.incremental import begin_incremental, finish_incremental, load_plan, session_info
+from migration.runs import RunDir
 
 SNAPSHOTS_JOB = "job-snapshots.json"
 # Verdicts that only a change of the partition's files can alter: settled until then, and
@@ -54,8 +54,8 @@ def broker_run_id(dag_run_id: str, broker_id: int) -> str:
 
 
 def _options(p: TierParams, raw_cluster: str | None, *, snapshots_only: bool):
-    from ..ops.s3 import s3_settings_from_airflow_connection
-    from ..ops.tiered import TierOptions
+    from migration.ops.s3 import s3_settings_from_airflow_connection
+    from migration.ops.tiered import TierOptions
 
     desc = load_cluster(raw_cluster)
     s3 = s3_settings_from_airflow_connection(p.aws_conn_id)
@@ -69,7 +69,7 @@ def _options(p: TierParams, raw_cluster: str | None, *, snapshots_only: bool):
 
 def discover(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """Plan this broker's run; returns whether Spark has work and the job arguments."""
-    from ..ops.tiered import prepare_tier
+    from migration.ops.tiered import prepare_tier
 
     p = params_of(raw)
     desc = load_cluster(raw.get("cluster"))
@@ -100,7 +100,7 @@ def discover(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, 
 def verify(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """Independent check of the upload: list each partition's prefix and require, for every
     closed segment, its .log, .indexes and .rsm-manifest, the .log as large as the segment."""
-    from ..ops.s3 import make_client, s3_settings_from_airflow_connection
+    from migration.ops.s3 import make_client, s3_settings_from_airflow_connection
 
     p = params_of(raw)
     rd = RunDir(broker_run_id(dag_run_id, broker_id))
@@ -136,7 +136,7 @@ def verify(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, An
 
 def finish(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """Write this broker's report (also for a run with nothing dirty) and commit the session."""
-    from ..ops.tiered import finalize_tier
+    from migration.ops.tiered import finalize_tier
 
     rid = broker_run_id(dag_run_id, broker_id)
     rd = RunDir(rid)
@@ -161,7 +161,7 @@ def finish(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, An
 
 def final_report(raw: dict[str, Any], dag_id: str, dag_run_id: str) -> RunReport:
     # Every broker must have left a report: a missing one is an error in the merged report.
-    from ..ops.s3 import S3ReportSink, s3_settings_from_airflow_connection
+    from migration.ops.s3 import S3ReportSink, s3_settings_from_airflow_connection
 
     p = params_of(raw)
     steps = [broker_run_id(dag_run_id, b) for b in brokers(raw)]

@@ -4,15 +4,15 @@ Pure Python over a database: no Spark, Airflow or boto3 here, and no Kafka file 
 the ``os.scandir`` stats of :func:`fingerprint_partition_dir`.
 """
 
-from .errors import SessionBusyError, SessionError, StaleRunError
-from .fingerprint import (
+from migration.sessions.errors import SessionBusyError, SessionError, StaleRunError
+from migration.sessions.fingerprint import (
     FileStat,
     FingerprintDigest,
     PartitionFingerprint,
     SegmentStat,
     fingerprint_partition_dir,
 )
-from .models import (
+from migration.sessions.models import (
     Budget,
     Cost,
     DirtyReason,
@@ -24,7 +24,7 @@ from .models import (
     RunPlan,
     SessionInfo,
 )
-from .store import SessionStore, default_store_url
+from migration.sessions.store import SessionStore, default_store_url
 
 __all__ = [
     "Budget",

@@ -18,8 +18,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .fingerprint import PartitionFingerprint
-from .models import Budget, Cost, DirtyReason, OutcomeStatus, PartitionKey, PartitionRef, PlannedPartition
+from migration.sessions.fingerprint import PartitionFingerprint
+from migration.sessions.models import (
+    Budget,
+    Cost,
+    DirtyReason,
+    OutcomeStatus,
+    PartitionKey,
+    PartitionRef,
+    PlannedPartition,
+)
 
 
 @dataclass(frozen=True, slots=True)

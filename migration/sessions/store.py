@@ -59,9 +59,9 @@ from sqlalchemy import update as sa_update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
-from .errors import SessionBusyError, StaleRunError
-from .fingerprint import PartitionFingerprint
-from .models import (
+from migration.sessions.errors import SessionBusyError, StaleRunError
+from migration.sessions.fingerprint import PartitionFingerprint
+from migration.sessions.models import (
     Budget,
     Cost,
     Outcome,
@@ -71,8 +71,8 @@ from .models import (
     RunPlan,
     SessionInfo,
 )
-from .planner import StoredPartition, plan_partitions
-from .schema import lease_table, metadata, partition_table, session_table
+from migration.sessions.planner import StoredPartition, plan_partitions
+from migration.sessions.schema import lease_table, metadata, partition_table, session_table
 
 PROJECT_ROOT_ENV = "KMIGRATE_PROJECT_ROOT"
 STORE_URL_ENV = "KMIGRATE_SESSIONS_URL"
