@@ -58,7 +58,7 @@ def inspect(
 ) -> None:
     """Dump Kafka files like kafka-dump-log. SCRAM secrets are always shown redacted."""
     from migration.formats.errors import KafkaFormatError
-    from migration.inspect_files import format_row, inspect_file
+    from migration.logdir.inspect import format_row, inspect_file
 
     out: dict[str, list] = {}
     failed = False
@@ -92,7 +92,7 @@ def validate(
 ) -> None:
     """Check CRCs, offsets, indexes, time indexes, snapshots, checkpoints and leftovers.
     Exit 1 with findings naming file and position, 0 when clean."""
-    from migration.validate import validate_paths
+    from migration.logdir.validate import validate_paths
 
     res = validate_paths(list(paths), deep=not shallow)
     if as_json:
@@ -116,7 +116,7 @@ def inventory(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Scan log dirs into an inventory: brokers, partitions, segments, formats, codecs."""
-    from migration.logdir import scan_inventory
+    from migration.logdir.model import scan_inventory
 
     inv = scan_inventory(list(log_dirs), deep=deep)
     if as_json:

@@ -26,7 +26,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.rule import Rule
 
-from migration.paths import out_dir, project_root
+from migration.settings import out_dir, project_root
 
 console = Console(width=max(120, shutil.get_terminal_size((120, 40)).columns))
 
@@ -99,9 +99,9 @@ def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path) -> int
 def main() -> int:
     from migration.audit.store import ReportStore
     from migration.cli import print_inventory
-    from migration.logdir import scan_inventory
+    from migration.logdir.model import scan_inventory
+    from migration.logdir.validate import validate_paths
     from migration.sample_cluster import build_sample_cluster
-    from migration.validate import validate_paths
 
     demo = out_dir() / "demo"
     if demo.exists():

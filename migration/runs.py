@@ -20,7 +20,7 @@ from typing import Any
 
 from migration.engine import Unit
 from migration.formats.fileio import atomic_write, fsync_dir
-from migration.paths import runs_dir
+from migration.settings import runs_dir
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -53,7 +53,7 @@ def project_root() -> Path:
 def default_report_root() -> Path:
     """``$KMIGRATE_REPORT_ROOT``, else ``<out dir>/reports`` (``$KMIGRATE_OUT``, else
     ``<project root>/out``)."""
-    from migration.paths import out_dir
+    from migration.settings import out_dir
 
     env = os.environ.get(ENV_REPORT_ROOT)
     return Path(env) if env else out_dir() / "reports"

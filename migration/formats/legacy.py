@@ -326,7 +326,7 @@ class LegacyBatch:
         return self._scan
 
     def digest_parts(self, parts: list[bytes | memoryview], stamps: list[int]) -> tuple[int, int]:
-        """Append the canonical digest bytes of the logical records (see :mod:`migration.digest`)
+        """Append the canonical digest bytes of the logical records (see :mod:`migration.formats.digest`)
         to ``parts`` and their timestamps to ``stamps``; return (first, last) offsets. A
         legacy message ends with exactly the canonical key/value bytes: one slice each."""
         data, entries = self.scan()

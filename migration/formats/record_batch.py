@@ -25,8 +25,8 @@ from collections.abc import Iterator, Sequence
 
 import crc32c
 
-from migration.digest import key_value_tail, record_head
 from migration.formats import compression as codecs
+from migration.formats.digest import key_value_tail, record_head
 from migration.formats.errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, TruncatedError
 from migration.formats.model import (
     LOG_OVERHEAD,
@@ -236,7 +236,7 @@ class RecordBatch:
         return iter(self.records())
 
     def digest_parts(self, parts: list[bytes | memoryview], stamps: list[int]) -> tuple[int, int] | None:
-        """Append the canonical digest bytes of the records (see :mod:`migration.digest`) to
+        """Append the canonical digest bytes of the records (see :mod:`migration.formats.digest`) to
         ``parts`` and their effective timestamps to ``stamps``; return (first, last) offsets,
         None for an empty batch. Structure is checked as by :meth:`records` (same errors)."""
         data = self.records_payload()

@@ -9,7 +9,7 @@ timestamps silently fall back to the ``.log`` mtime. Kafka 0.10.0 wrote v1 data 
 indexes; offline tools have been seen to leave empty ones.
 
 - :func:`segment_index_problems` judges a segment's ``.index`` and ``.timeindex`` with the
-  validator's own checks (:func:`migration.validate.validate_segment`, one shallow pass) and
+  validator's own checks (:func:`migration.logdir.validate.validate_segment`, one shallow pass) and
   returns the findings that call for a rebuild: missing, failing Kafka's sanity rules
   (OffsetIndex.sanityCheck, TimeIndex.sanityCheck), entries that do not match the log, an empty
   time index beside records with timestamps; also an empty offset index beside a segment that
@@ -58,8 +58,8 @@ from migration.formats.index_builder import DEFAULT_INDEX_INTERVAL_BYTES, IndexB
 from migration.formats.model import MAGIC_V2
 from migration.formats.offset_index import IndexFile, OffsetIndex
 from migration.formats.time_index import TimeIndex
+from migration.logdir.validate import Finding, batch_offset_problems, validate_segment
 from migration.ops.faults import fault_point
-from migration.validate import Finding, batch_offset_problems, validate_segment
 
 TMP_SUFFIX = names.CLEANED_FILE_SUFFIX
 # Findings on an index file that call for a rebuild although they are not problems: a missing

@@ -15,9 +15,9 @@ from migration.audit.model import RunKind, RunReport, UnitResult, UnitStatus, Un
 from migration.audit.store import ReportStore
 from migration.engine import Unit, get_engine
 from migration.formats import names
-from migration.logdir import is_locked
+from migration.logdir.model import is_locked
+from migration.logdir.validate import ValidationResult, validate_partition_dir
 from migration.runs import RunDir
-from migration.validate import ValidationResult, validate_partition_dir
 
 UNIT_KIND = "validate-partition"
 
@@ -45,7 +45,7 @@ def preflight_units(log_dirs: list[str | os.PathLike[str]], broker_id: int = -1)
 def run_validate_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
     res = ValidationResult()
     if Path(unit.path).name == names.METADATA_PARTITION_DIR:
-        from migration.validate import _validate_metadata_dir
+        from migration.logdir.validate import _validate_metadata_dir
 
         _validate_metadata_dir(Path(unit.path), res)
     else:

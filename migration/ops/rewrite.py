@@ -32,9 +32,9 @@ from typing import BinaryIO, NamedTuple, TypeVar
 
 from pydantic import BaseModel, Field
 
-from migration.digest import RecordDigest, RecordDigester
 from migration.formats import compression as codecs
 from migration.formats import names
+from migration.formats.digest import RecordDigest, RecordDigester
 from migration.formats.errors import CorruptRecordError, TruncatedError
 from migration.formats.file_records import Batch, FileRecords
 from migration.formats.index_builder import IndexBuilder
@@ -48,8 +48,8 @@ from migration.formats.legacy import (
 from migration.formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP, Record, TimestampType
 from migration.formats.record_batch import build_record_batch, build_single_record_batch
 from migration.formats.transaction_index import TransactionIndex
+from migration.logdir.validate import batch_offset_problems
 from migration.ops.faults import fault_point
-from migration.validate import batch_offset_problems
 
 INT32_MAX = 2**31 - 1
 _T = TypeVar("_T")

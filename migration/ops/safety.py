@@ -23,9 +23,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from migration.formats import names
-from migration.logdir import LockHolder, LogDirLock, lock_status
+from migration.logdir.model import LockHolder, LogDirLock, lock_status
 from migration.ops.upgrade_journal import JOURNAL_DIR, JournalState, UnitJournal
-from migration.paths import is_inside, runs_dir
+from migration.settings import is_inside, runs_dir
 
 
 class Refused(Exception):

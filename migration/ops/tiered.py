@@ -63,7 +63,9 @@ from migration.engine import Progress, Unit, get_engine
 from migration.formats import names
 from migration.formats.checkpoint_files import EpochEntry, segment_leader_epochs
 from migration.formats.errors import KafkaFormatError
-from migration.logdir import LogDir, Partition, scan_log_dir
+from migration.logdir.model import LogDir, Partition, scan_log_dir
+from migration.logdir.validate import Finding as ValidationFinding
+from migration.logdir.validate import validate_segment
 from migration.ops import tier_layout as layout
 from migration.ops.index_repair import ReplacementInFlight, rebuild_reasons, rebuild_segment_indexes
 from migration.ops.producer_state import ProducerStateError, SnapshotAction, ensure_segment_snapshots
@@ -71,8 +73,6 @@ from migration.ops.s3 import DEFAULT_PART_SIZE, LAYOUT_METADATA_KEY, ChecksumMis
 from migration.ops.safety import Refused, RunLock, check_not_live, holding_locks
 from migration.ops.tier_metadata import read_metadata_image
 from migration.runs import RunDir
-from migration.validate import Finding as ValidationFinding
-from migration.validate import validate_segment
 
 log = logging.getLogger(__name__)
 

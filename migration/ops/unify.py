@@ -39,9 +39,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from migration.audit.model import Finding, RunKind, RunReport, UnitResult, UnitStatus, UnitType, new_run_id, utcnow
-from migration.digest import RecordDigester
 from migration.engine import Progress, Unit, get_engine
 from migration.formats import names
+from migration.formats.digest import RecordDigester
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import iterate_batches
 from migration.formats.fileio import atomic_write, fsync_dir
@@ -60,10 +60,10 @@ from migration.formats.metadata_records import (
 )
 from migration.formats.model import Record
 from migration.formats.record_batch import RECORD_BATCH_OVERHEAD, encode_record
-from migration.logdir import LogDirLock, is_locked
+from migration.logdir.model import LogDirLock, is_locked
 from migration.ops.safety import Refused, check_backup_root, check_not_live
-from migration.paths import default_backup_root
 from migration.runs import RunDir
+from migration.settings import default_backup_root
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ CASE_DESCRIPTIONS: dict[int | str, str] = {
 
 class UnifyOptions(BaseModel):
     backup_root: str | None = Field(default=None, description="Outside every log dir; default "
-                                    "migration.paths.default_backup_root()")
+                                    "migration.settings.default_backup_root()")
     dry_run: bool = False
     retire_stray: bool = Field(default=False, description="Retire stray bootstrap.checkpoint copies of "
                                "broker-only log dirs (stray_log_dirs)")
@@ -504,8 +504,8 @@ def _check_zero(data: bytes, path: Path, expected_digest: str, kraft: list[KRaft
 
 
 def _validate_file(path: Path) -> list[str]:
-    from migration.kraft_validate import validate_checkpoint_file
-    from migration.validate import ValidationResult
+    from migration.logdir.kraft_validate import validate_checkpoint_file
+    from migration.logdir.validate import ValidationResult
 
     res = validate_checkpoint_file(path, result=ValidationResult())
     return [str(f) for f in res.problems]
@@ -554,7 +554,7 @@ def _holding_lock(log_dir: Path, opts: UnifyOptions) -> Iterator[bool]:
     """Hold the log dir's ``.lock`` while working, unless this process already does (a job
     runner holding it for its units): POSIX record locks belong to the process, so a second
     descriptor's release would drop the runner's lock too."""
-    from migration.logdir import _HELD_LOCKS
+    from migration.logdir.model import _HELD_LOCKS
 
     if str((log_dir / names.LOCK_FILE).resolve()) in _HELD_LOCKS:
         yield True

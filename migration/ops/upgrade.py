@@ -31,7 +31,8 @@ from migration.audit.store import ReportStore
 from migration.engine import Progress, Unit, get_engine
 from migration.formats import names
 from migration.formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2
-from migration.logdir import scan_log_dir
+from migration.logdir.model import scan_log_dir
+from migration.logdir.validate import ValidationResult, validate_segment
 from migration.ops.backup import drop_backups, unit_backups, write_backup_manifest
 from migration.ops.faults import unit_scope
 from migration.ops.index_repair import rebuild_reasons
@@ -47,9 +48,8 @@ from migration.ops.safety import (
 from migration.ops.upgrade_journal import JOURNAL_DIR, JournalState, UnitJournal, load_journal
 from migration.ops.upgrade_options import UpgradeOptions
 from migration.ops.upgrade_unit import rollback_unit, run_unit
-from migration.paths import default_backup_root, runs_dir
 from migration.runs import RunDir
-from migration.validate import ValidationResult, validate_segment
+from migration.settings import default_backup_root, runs_dir
 
 __all__ = [
     "Refused",

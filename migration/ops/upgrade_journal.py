@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from migration.digest import RecordDigest
+from migration.formats.digest import RecordDigest
 from migration.formats.fileio import atomic_write, fsync_dir
 from migration.ops.backup import BackupFile
 from migration.ops.rewrite import OutputSegment

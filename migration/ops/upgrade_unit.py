@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from migration.audit.model import Finding, OffsetRange, UnitResult, UnitStatus
-from migration.digest import RecordDigest, RecordDigester
 from migration.engine import Unit
 from migration.formats import names
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
+from migration.formats.digest import RecordDigest, RecordDigester
 from migration.formats.errors import KafkaFormatError, TruncatedError
 from migration.formats.file_records import FileRecords
 from migration.formats.fileio import fsync_dir

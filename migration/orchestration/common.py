@@ -12,8 +12,8 @@ from typing import Any
 from migration.audit.model import RUN_ID_RE, ProgressPoint, RunKind, RunReport
 from migration.audit.store import ReportNotFound, ReportStore
 from migration.cluster import ClusterDescription
-from migration.paths import project_root
 from migration.runs import RunDir
+from migration.settings import project_root
 
 RUN_UNITS_APP = str(Path(__file__).resolve().parents[1] / "jobs" / "run_units.py")
 

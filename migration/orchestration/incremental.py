@@ -19,9 +19,9 @@ from pathlib import Path
 from migration.audit.model import RunReport, SessionInfo, UnitStatus
 from migration.formats import names
 from migration.formats.fileio import atomic_write
-from migration.paths import out_dir
 from migration.runs import RunDir
 from migration.sessions import Budget, Outcome, PartitionFingerprint, RunPlan, SessionStore, fingerprint_partition_dir
+from migration.settings import out_dir
 
 PLAN_FILE = "session-plan.json"
 

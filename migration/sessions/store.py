@@ -88,7 +88,7 @@ def default_store_url() -> str:
     """``$KMIGRATE_SESSIONS_URL`` if set, else SQLite at ``<out dir>/state/sessions.sqlite``
     (``$KMIGRATE_OUT``, else ``<project root>/out``, the root from ``$KMIGRATE_PROJECT_ROOT``
     or the current directory)."""
-    from migration.paths import out_dir
+    from migration.settings import out_dir
 
     configured = os.environ.get(STORE_URL_ENV)
     if configured:

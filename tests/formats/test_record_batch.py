@@ -167,7 +167,7 @@ def test_record_offset_outside_int64_is_corrupt(base_offset, delta):
 def test_record_timestamp_outside_int64_is_corrupt(base_timestamp, delta):
     # Found with tests/fuzz: records() returned a timestamp beyond int64 (a 10-byte varlong
     # delta or a base near the limit), which passed validation and then made the record digest
-    # of migration/digest.py raise struct.error.
+    # of migration/formats/digest.py raise struct.error.
     body = encode_record(0, delta, b"k", b"v")
     after_crc = _HEADER_AFTER_CRC.pack(0, 0, base_timestamp, base_timestamp, -1, -1, -1, 1) + body
     data = _PREFIX.pack(0, len(after_crc) + 9, 0, 2) + crc32c.crc32c(after_crc).to_bytes(4, "big") + after_crc

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from migration.digest import digest_records
 from migration.engine import UNIT_FUNCTIONS, Unit, execute_unit, get_engine, serial_groups
+from migration.formats.digest import digest_records
 from migration.formats.model import Header, Record
 
 

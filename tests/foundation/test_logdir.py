@@ -8,7 +8,7 @@ from pathlib import Path
 
 from support.lock_holders import PY_HOLDER, hold, hold_lock
 
-from migration.logdir import LogDirLock, is_locked, scan_inventory, scan_log_dir
+from migration.logdir.model import LogDirLock, is_locked, scan_inventory, scan_log_dir
 
 
 def test_inventory_of_sample_cluster(sample_cluster):
@@ -93,14 +93,14 @@ def test_a_lock_held_by_our_own_job_is_not_a_live_broker_for_its_executors(tmp_p
     logdir.mkdir()
     job = hold([sys.executable, "-c", textwrap.dedent(f"""
         import time
-        from migration.logdir import LogDirLock
+        from migration.logdir.model import LogDirLock
         lock = LogDirLock({str(logdir)!r})
         assert lock.acquire()
         print("locked", flush=True)
         time.sleep(60)
     """)])
     try:
-        from migration.logdir import lock_holder_pid
+        from migration.logdir.model import lock_holder_pid
 
         assert lock_holder_pid(logdir) == job.pid
         assert not is_locked(logdir, job_owner_pid=job.pid)  # our job's lock

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from migration.cli import app
-from migration.validate import validate_paths
+from migration.logdir.validate import validate_paths
 
 runner = CliRunner()
 

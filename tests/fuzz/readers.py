@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from fuzz.harness import attempt, outcome
-from migration.digest import RecordDigester, digest_records
 from migration.formats.control_records import EndTransactionMarker, decode_control_record
+from migration.formats.digest import RecordDigester, digest_records
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import Batch, FileRecords, iterate_batches, read_batches
 from migration.formats.legacy import LegacyBatch
@@ -102,7 +102,7 @@ def read_legacy_batch(b: LegacyBatch) -> None:
 
 
 def check_digests(b: Batch, records: list[Record]) -> None:
-    """Records a reader accepts digest (migration/digest.py: what proves a rewrite kept every
+    """Records a reader accepts digest (migration/formats/digest.py: what proves a rewrite kept every
     record) the same from the raw batch as from the decoded records."""
     fast = RecordDigester()
     fast.add_batch(b)

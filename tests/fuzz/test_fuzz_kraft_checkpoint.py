@@ -10,8 +10,8 @@ import pytest
 from fuzz.harness import Target, attempt, fix_crcs, fix_frame_lengths, fix_lengths_and_crcs, frame_hot
 from fuzz.readers import scratch_dir
 from migration.formats.kraft_checkpoint import read_checkpoint
-from migration.kraft_validate import validate_checkpoint_file
-from migration.validate import ValidationResult
+from migration.logdir.kraft_validate import validate_checkpoint_file
+from migration.logdir.validate import ValidationResult
 
 
 def run(data: bytes, kind: str) -> None:

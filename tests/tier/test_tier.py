@@ -183,7 +183,7 @@ def test_layout_manifest_and_indexes_object_by_object(sample_cluster, s3):
     uploads = s3.client().list_multipart_uploads(Bucket=s3.bucket).get("Uploads", [])
     assert uploads == []
     # The JSONL holds one COPY_SEGMENT_FINISHED record per staged segment.
-    from migration.paths import runs_dir
+    from migration.settings import runs_dir
 
     lines = [json.loads(x) for x in (runs_dir() / report.run_id / JSONL_NAME).read_text().splitlines()]
     assert len(lines) == len(seen) // 3
@@ -276,7 +276,7 @@ def test_rerun_uploads_nothing(sample_cluster, s3):
     assert report.exit_code() == 0
     after = {k: (o["ETag"], o["LastModified"]) for k, o in _objects(s3).items()}
     assert after == before
-    from migration.paths import runs_dir
+    from migration.settings import runs_dir
 
     results = json.loads((runs_dir() / report.run_id / "results.json").read_text())["results"]
     for r in results:

@@ -1,4 +1,4 @@
-"""KIP-630 checks of migration.kraft_validate, on files from the test-only encoder."""
+"""KIP-630 checks of migration.logdir.kraft_validate, on files from the test-only encoder."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import shutil
 from typer.testing import CliRunner
 
 from migration.cli import app
-from migration.kraft_validate import validate_checkpoint_file, validate_metadata_log_dir
-from migration.validate import ValidationResult, validate_paths
+from migration.logdir.kraft_validate import validate_checkpoint_file, validate_metadata_log_dir
+from migration.logdir.validate import ValidationResult, validate_paths
 
 
 def _codes(res: ValidationResult, severity: str = "error") -> list[str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from migration.formats import names
+from migration.logdir.validate import validate_paths
 from migration.ops.unify import UnifyOptions, detect_state, execute_unify, verify_unified
-from migration.validate import validate_paths
 
 
 def _snapshot(sc, kraft):

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from migration.audit.store import ReportStore
 from migration.cli import app
+from migration.logdir.validate import validate_paths
 from migration.ops.unify import UnifyOptions, detect_state, execute_unify, run_unit, verify_unified
-from migration.validate import validate_paths
 
 
 def _opts(tmp_path: Path, **kw) -> UnifyOptions:
@@ -293,12 +293,12 @@ def test_run_unit_inside_a_job_holding_the_lock(tmp_path, kraft):
     """jobs/run_units.py holds the log dirs' locks around the engine; run_unit in that same
     process must work and must not drop the job's lock when it finishes."""
     from migration.engine import Unit
-    from migration.logdir import is_locked
+    from migration.logdir.model import is_locked
     from migration.ops.safety import holding_locks
 
     values, _ = kraft.bootstrap_values()
     d = kraft.make_metadata_dir(tmp_path / "ctl", boot=kraft.bootstrap(values))
-    probe = "import sys; from migration.logdir import is_locked; print(is_locked(sys.argv[1]))"
+    probe = "import sys; from migration.logdir.model import is_locked; print(is_locked(sys.argv[1]))"
     options = {**_opts(tmp_path).model_dump(), "lock_log_dirs": [str(d)]}  # the DAG adds this key
     with holding_locks([d]):
         r = run_unit(Unit(kind="unify-metadata-dir", id="u", log_dir=str(d), path=str(d)), options)

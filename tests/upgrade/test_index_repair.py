@@ -22,6 +22,7 @@ from migration.formats.errors import InvalidCrcError, KafkaFormatError, Truncate
 from migration.formats.model import MAGIC_V1, MAGIC_V2
 from migration.formats.offset_index import OffsetIndex
 from migration.formats.time_index import TimeIndex
+from migration.logdir.validate import validate_paths
 from migration.ops.index_repair import (
     IndexRepair,
     ReplacementInFlight,
@@ -30,7 +31,6 @@ from migration.ops.index_repair import (
     segment_index_problems,
 )
 from migration.ops.rewrite import RewriteSpec, rewrite_segment
-from migration.validate import validate_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 

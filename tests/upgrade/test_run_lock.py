@@ -21,7 +21,7 @@ from conftest import tree_state
 from kafka_loader import read_log_dir
 from support.lock_holders import PY_HOLDER, hold
 
-from migration.logdir import LockHolder, LockState, _holder_file, lock_status, process_start
+from migration.logdir.model import LockHolder, LockState, _holder_file, lock_status, process_start
 from migration.ops.safety import Refused, check_not_live
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from migration.logdir.validate import validate_paths
 from migration.ops.upgrade import UpgradeOptions, finalize_upgrade, prepare_upgrade
 from migration.orchestration.common import RUN_UNITS_APP
-from migration.validate import validate_paths
 
 SPARK_HOME = Path(pyspark.__file__).parent
 

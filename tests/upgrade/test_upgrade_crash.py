@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from kafka_loader import read_log_dir, simulate_log_dir_startup
 
+from migration.logdir.validate import validate_paths
 from migration.ops.upgrade import UpgradeOptions, execute_upgrade
-from migration.validate import validate_paths
 
 CRASH_JOB = Path(__file__).with_name("crash_job.py")
 SEGMENT_BYTES = 24 * 1024

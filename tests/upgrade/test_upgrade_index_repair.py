@@ -15,8 +15,8 @@ import pytest
 from conftest import tree_state
 from kafka_loader import read_log_dir
 
+from migration.logdir.validate import validate_paths
 from migration.ops.upgrade import UpgradeOptions, execute_upgrade, rollback_run
-from migration.validate import validate_paths
 
 
 def _sha(p: Path) -> str:

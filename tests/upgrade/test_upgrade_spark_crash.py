@@ -27,9 +27,9 @@ import pytest
 from conftest import tree_state
 from kafka_loader import read_log_dir, simulate_log_dir_startup
 
+from migration.logdir.validate import validate_paths
 from migration.ops.faults import session_pids
 from migration.ops.upgrade import UpgradeOptions, execute_upgrade, rollback_run
-from migration.validate import validate_paths
 
 pytestmark = pytest.mark.slow
 

@@ -38,7 +38,7 @@ from migration.formats.metadata_records import (
 )
 from migration.formats.model import MAGIC_V2, Compression
 from migration.formats.record_batch import RecordBatch
-from migration.validate import ValidationResult, validate_partition_dir
+from migration.logdir.validate import ValidationResult, validate_partition_dir
 
 __all__ = ["CheckpointCheck", "validate_checkpoint_file", "validate_metadata_log_dir"]
 

@@ -242,7 +242,7 @@ def _lock_key(log_dir: str | os.PathLike[str]) -> str:
 
 
 def _holders_dir() -> Path:
-    from migration.paths import out_dir
+    from migration.settings import out_dir
 
     return out_dir() / "state" / "locks"
 

@@ -450,7 +450,7 @@ def _validate_metadata_dir(path: Path, res: ValidationResult) -> None:
     """The KRaft metadata partition: its segments like any partition, its checkpoints by the
     KRaft validator when that module is present."""
     try:
-        from migration.kraft_validate import validate_metadata_log_dir
+        from migration.logdir.kraft_validate import validate_metadata_log_dir
     except ImportError:
         validate_partition_dir(path, result=res)
         return
@@ -477,7 +477,7 @@ def validate_file(path: str | os.PathLike[str], *, deep: bool = True,
             ProducerSnapshot.read(p)
             res.files_checked += 1
         elif name.endswith(names.CHECKPOINT_FILE_SUFFIX) or name == names.BOOTSTRAP_CHECKPOINT_FILE:
-            from migration.kraft_validate import validate_checkpoint_file
+            from migration.logdir.kraft_validate import validate_checkpoint_file
 
             validate_checkpoint_file(p, result=res)
         else:
