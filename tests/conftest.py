@@ -25,7 +25,7 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 
 @pytest.fixture(scope="session")
 def spark():
-    from migration.engine import spark_session
+    from migration.runtime.engine import spark_session
 
     session = spark_session("local[2]", app_name="kmigrate-tests")
     yield session

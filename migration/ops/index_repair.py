@@ -35,7 +35,7 @@ replacement in flight in the same directory: :func:`rebuild_segment_indexes` ref
 a replacement after a crashed repair re-runs the repair first (or drops its leftovers with
 :func:`discard_repair_leftovers`).
 
-Fault points (crash tests, :mod:`migration.ops.faults`): ``index-repair-written`` (a temporary
+Fault points (crash tests, :mod:`migration.runtime.faults`): ``index-repair-written`` (a temporary
 file complete and fsynced, before its rename), ``index-repair-renamed`` (after the rename, before
 the directory fsync).
 """
@@ -59,7 +59,7 @@ from migration.formats.model import MAGIC_V2
 from migration.formats.offset_index import IndexFile, OffsetIndex
 from migration.formats.time_index import TimeIndex
 from migration.logdir.validate import Finding, batch_offset_problems, validate_segment
-from migration.ops.faults import fault_point
+from migration.runtime.faults import fault_point
 
 TMP_SUFFIX = names.CLEANED_FILE_SUFFIX
 # Findings on an index file that call for a rebuild although they are not problems: a missing

@@ -13,11 +13,11 @@ from typing import Any
 from migration.audit.model import Finding as ReportFinding
 from migration.audit.model import RunKind, RunReport, UnitResult, UnitStatus, UnitType
 from migration.audit.store import ReportStore
-from migration.engine import Unit, get_engine
 from migration.formats import names
 from migration.logdir.model import is_locked
 from migration.logdir.validate import ValidationResult, validate_partition_dir
-from migration.runs import RunDir
+from migration.runtime.engine import Unit, get_engine
+from migration.runtime.runs import RunDir
 
 UNIT_KIND = "validate-partition"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from migration.formats import names
 from migration.formats.errors import KafkaFormatError
 from migration.formats.fileio import fsync_dir
-from migration.ops.faults import fault_point
+from migration.runtime.faults import fault_point
 
 
 def _suffixed(directory: Path, name: str, suffix: str) -> Path:

@@ -49,7 +49,7 @@ from migration.formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP, 
 from migration.formats.record_batch import build_record_batch, build_single_record_batch
 from migration.formats.transaction_index import TransactionIndex
 from migration.logdir.validate import batch_offset_problems
-from migration.ops.faults import fault_point
+from migration.runtime.faults import fault_point
 
 INT32_MAX = 2**31 - 1
 _T = TypeVar("_T")

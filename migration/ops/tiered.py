@@ -59,7 +59,6 @@ from migration.audit.model import (
     UnitStatus,
     UnitType,
 )
-from migration.engine import Progress, Unit, get_engine
 from migration.formats import names
 from migration.formats.checkpoint_files import EpochEntry, segment_leader_epochs
 from migration.formats.errors import KafkaFormatError
@@ -70,9 +69,10 @@ from migration.ops import tier_layout as layout
 from migration.ops.index_repair import ReplacementInFlight, rebuild_reasons, rebuild_segment_indexes
 from migration.ops.producer_state import ProducerStateError, SnapshotAction, ensure_segment_snapshots
 from migration.ops.s3 import DEFAULT_PART_SIZE, LAYOUT_METADATA_KEY, ChecksumMismatch, S3Hook, S3Settings, file_sha256
-from migration.ops.safety import Refused, RunLock, check_not_live, holding_locks
 from migration.ops.tier_metadata import read_metadata_image
-from migration.runs import RunDir
+from migration.runtime.engine import Progress, Unit, get_engine
+from migration.runtime.runs import RunDir
+from migration.runtime.safety import Refused, RunLock, check_not_live, holding_locks
 
 log = logging.getLogger(__name__)
 

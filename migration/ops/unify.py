@@ -39,7 +39,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from migration.audit.model import Finding, RunKind, RunReport, UnitResult, UnitStatus, UnitType, new_run_id, utcnow
-from migration.engine import Progress, Unit, get_engine
 from migration.formats import names
 from migration.formats.digest import RecordDigester
 from migration.formats.errors import KafkaFormatError
@@ -61,8 +60,9 @@ from migration.formats.metadata_records import (
 from migration.formats.model import Record
 from migration.formats.record_batch import RECORD_BATCH_OVERHEAD, encode_record
 from migration.logdir.model import LogDirLock, is_locked
-from migration.ops.safety import Refused, check_backup_root, check_not_live
-from migration.runs import RunDir
+from migration.runtime.engine import Progress, Unit, get_engine
+from migration.runtime.runs import RunDir
+from migration.runtime.safety import Refused, check_backup_root, check_not_live
 from migration.settings import default_backup_root
 
 log = logging.getLogger(__name__)

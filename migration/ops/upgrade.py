@@ -28,16 +28,20 @@ from migration.audit.model import (
     new_run_id,
 )
 from migration.audit.store import ReportStore
-from migration.engine import Progress, Unit, get_engine
 from migration.formats import names
 from migration.formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2
 from migration.logdir.model import scan_log_dir
 from migration.logdir.validate import ValidationResult, validate_segment
 from migration.ops.backup import drop_backups, unit_backups, write_backup_manifest
-from migration.ops.faults import unit_scope
 from migration.ops.index_repair import rebuild_reasons
 from migration.ops.replace import remove_cleaned_in_range
-from migration.ops.safety import (
+from migration.ops.upgrade_journal import JOURNAL_DIR, JournalState, UnitJournal, load_journal
+from migration.ops.upgrade_options import UpgradeOptions
+from migration.ops.upgrade_unit import rollback_unit, run_unit
+from migration.runtime.engine import Progress, Unit, get_engine
+from migration.runtime.faults import unit_scope
+from migration.runtime.runs import RunDir
+from migration.runtime.safety import (
     Refused,
     RunLock,
     check_backup_root,
@@ -45,10 +49,6 @@ from migration.ops.safety import (
     check_not_live,
     holding_locks,
 )
-from migration.ops.upgrade_journal import JOURNAL_DIR, JournalState, UnitJournal, load_journal
-from migration.ops.upgrade_options import UpgradeOptions
-from migration.ops.upgrade_unit import rollback_unit, run_unit
-from migration.runs import RunDir
 from migration.settings import default_backup_root, runs_dir
 
 __all__ = [

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from migration.audit.model import Finding, OffsetRange, UnitResult, UnitStatus
-from migration.engine import Unit
 from migration.formats import names
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 from migration.formats.digest import RecordDigest, RecordDigester
@@ -36,7 +35,6 @@ from migration.ops.backup import (
     sha256_file,
     verify_backup,
 )
-from migration.ops.faults import fault_point
 from migration.ops.replace import (
     new_file_states,
     remove_cleaned_in_range,
@@ -48,6 +46,8 @@ from migration.ops.replace import (
 from migration.ops.rewrite import OutputSegment, RewriteSpec, cleaned_paths, rewrite_segment
 from migration.ops.upgrade_journal import JournalState, UnitJournal, load_journal, save_journal
 from migration.ops.upgrade_options import UpgradeOptions
+from migration.runtime.engine import Unit
+from migration.runtime.faults import fault_point
 
 
 class UnitContext:

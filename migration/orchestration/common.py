@@ -12,10 +12,10 @@ from typing import Any
 from migration.audit.model import RUN_ID_RE, ProgressPoint, RunKind, RunReport
 from migration.audit.store import ReportNotFound, ReportStore
 from migration.cluster import ClusterDescription
-from migration.runs import RunDir
+from migration.runtime.runs import RunDir
 from migration.settings import project_root
 
-RUN_UNITS_APP = str(Path(__file__).resolve().parents[1] / "jobs" / "run_units.py")
+RUN_UNITS_APP = str(Path(__file__).resolve().parents[1] / "runtime" / "spark_app.py")
 
 
 def load_cluster(path: str | None) -> ClusterDescription:

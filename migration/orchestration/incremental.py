@@ -19,7 +19,7 @@ from pathlib import Path
 from migration.audit.model import RunReport, SessionInfo, UnitStatus
 from migration.formats import names
 from migration.formats.fileio import atomic_write
-from migration.runs import RunDir
+from migration.runtime.runs import RunDir
 from migration.sessions import Budget, Outcome, PartitionFingerprint, RunPlan, SessionStore, fingerprint_partition_dir
 from migration.settings import out_dir
 

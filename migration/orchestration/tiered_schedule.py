@@ -13,7 +13,7 @@ from migration.audit.model import RunKind, RunReport
 from migration.audit.store import ReportStore
 from migration.orchestration.common import load_cluster, merge_reports, run_id_for
 from migration.orchestration.incremental import begin_incremental, finish_incremental, load_plan, session_info
-from migration.runs import RunDir
+from migration.runtime.runs import RunDir
 
 SNAPSHOTS_JOB = "job-snapshots.json"
 # Verdicts that only a change of the partition's files can alter: settled until then, and

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from migration.orchestration.common import load_cluster, run_id_for
-from migration.runs import RunDir
+from migration.runtime.runs import RunDir
 
 STATES_BEFORE = "states-before.json"
 

@@ -11,9 +11,9 @@ from pydantic import BaseModel, Field
 from migration.audit.model import RunKind, RunReport, UnitStatus
 from migration.audit.store import ReportNotFound, ReportStore
 from migration.logdir.validate import validate_paths
-from migration.ops.safety import Refused
 from migration.orchestration.common import load_cluster, merge_reports, run_id_for
-from migration.runs import RunDir
+from migration.runtime.runs import RunDir
+from migration.runtime.safety import Refused
 
 VERIFY_MARKER = "verify.json"
 ROLLBACK_MARKER = "rollback.json"

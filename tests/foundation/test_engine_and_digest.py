@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from migration.engine import UNIT_FUNCTIONS, Unit, execute_unit, get_engine, serial_groups
 from migration.formats.digest import digest_records
 from migration.formats.model import Header, Record
+from migration.runtime.engine import UNIT_FUNCTIONS, Unit, execute_unit, get_engine, serial_groups
 
 
 def test_digest_distinguishes_null_from_empty_and_tracks_timestamps():

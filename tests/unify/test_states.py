@@ -228,7 +228,7 @@ def test_live_controller_lock_refused_exit_3(tmp_path, kraft):
         assert res.exit_code == 3, res.output
         assert "lock" in res.output
         # run_unit on its own (an engine retry, a DAG task) refuses as well
-        from migration.engine import Unit
+        from migration.runtime.engine import Unit
 
         r = run_unit(Unit(kind="unify-metadata-dir", id="u", log_dir=str(d), path=str(d)),
                      _opts(tmp_path).model_dump())
@@ -251,7 +251,7 @@ def test_backup_root_inside_log_dir_refused(tmp_path, kraft):
 def test_run_unit_result_shape(tmp_path, kraft):
     values, _ = kraft.bootstrap_values()
     d = kraft.make_metadata_dir(tmp_path / "ctl", boot=kraft.bootstrap(values))
-    from migration.engine import Unit
+    from migration.runtime.engine import Unit
 
     t0 = time.monotonic()
     r = run_unit(Unit(kind="unify-metadata-dir", id="u", log_dir=str(d), path=str(d)), _opts(tmp_path).model_dump())
@@ -290,11 +290,11 @@ def test_case2_before_first_start_creates_the_metadata_partition(tmp_path, kraft
 
 
 def test_run_unit_inside_a_job_holding_the_lock(tmp_path, kraft):
-    """jobs/run_units.py holds the log dirs' locks around the engine; run_unit in that same
+    """runtime/spark_app.py holds the log dirs' locks around the engine; run_unit in that same
     process must work and must not drop the job's lock when it finishes."""
-    from migration.engine import Unit
     from migration.logdir.model import is_locked
-    from migration.ops.safety import holding_locks
+    from migration.runtime.engine import Unit
+    from migration.runtime.safety import holding_locks
 
     values, _ = kraft.bootstrap_values()
     d = kraft.make_metadata_dir(tmp_path / "ctl", boot=kraft.bootstrap(values))

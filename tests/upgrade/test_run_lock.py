@@ -22,7 +22,7 @@ from kafka_loader import read_log_dir
 from support.lock_holders import PY_HOLDER, hold
 
 from migration.logdir.model import LockHolder, LockState, _holder_file, lock_status, process_start
-from migration.ops.safety import Refused, check_not_live
+from migration.runtime.safety import Refused, check_not_live
 
 
 def _records(log_dir: Path) -> dict[str, list[tuple]]:

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from migration.ops.faults import unit_scope
+from migration.runtime.faults import unit_scope
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The Spark application every heavy task submits.
 
-    spark-submit --master local[2] migration/jobs/run_units.py --job JOB.json --results OUT.json
+    spark-submit --master local[2] migration/runtime/spark_app.py --job JOB.json --results OUT.json
 
 ``JOB.json`` holds ``{"units": [...], "options": {...}}`` written by the driver task; the
 results (one small document per unit) go to ``OUT.json`` via a temporary file, fsync, a rename
@@ -17,14 +17,14 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="run_units")
+    ap = argparse.ArgumentParser(prog="spark_app")
     ap.add_argument("--job", required=True)
     ap.add_argument("--results", required=True)
     ap.add_argument("--engine", default="spark", choices=["spark", "inline"])
     args = ap.parse_args(argv)
 
-    from migration.engine import Unit, get_engine
-    from migration.ops.safety import Refused, RunLock, holding_locks
+    from migration.runtime.engine import Unit, get_engine
+    from migration.runtime.safety import Refused, RunLock, holding_locks
 
     job = json.loads(Path(args.job).read_text())
     units = [Unit.model_validate(u) for u in job["units"]]
@@ -43,11 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     except Refused as exc:
         results = [{"unit_id": u.id, "kind": u.kind, "status": "refused", "error": str(exc)} for u in units]
         _write(out, results)
-        print(f"run_units: refused: {exc}", file=sys.stderr)
+        print(f"spark_app: refused: {exc}", file=sys.stderr)
         return 3
     _write(out, results)
     failed = sum(1 for r in results if r.get("status") == "failed")
-    print(f"run_units: {len(results)} units, {failed} failed", file=sys.stderr)
+    print(f"spark_app: {len(results)} units, {failed} failed", file=sys.stderr)
     return 0
 
 

@@ -1,1 +1,0 @@
-"""Spark jobs: the applications that ``spark-submit`` (and Airflow's SparkSubmitOperator) run."""
