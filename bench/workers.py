@@ -16,8 +16,8 @@ def _peak_rss_mb() -> float:
 
 def upgrade(target: str, backup_root: str, log_dirs: list[str]) -> dict[str, object]:
     from migration.audit.model import UnitStatus
-    from migration.ops.upgrade import execute_upgrade
-    from migration.ops.upgrade_options import UpgradeOptions
+    from migration.migrations.upgrade.driver import execute_upgrade
+    from migration.migrations.upgrade.options import UpgradeOptions
 
     opts = UpgradeOptions(target=target, backup_root=backup_root)  # type: ignore[arg-type]
     t = time.perf_counter()
@@ -35,8 +35,8 @@ def upgrade(target: str, backup_root: str, log_dirs: list[str]) -> dict[str, obj
 
 def rewrite(target: str, segments: list[str]) -> dict[str, object]:
     """The unit's core on each segment: streaming rewrite, then the read-back digest check."""
-    from migration.ops.rewrite import RewriteSpec, cleaned_paths, rewrite_segment
-    from migration.ops.upgrade_unit import _digest_outputs
+    from migration.migrations.upgrade.rewrite import RewriteSpec, cleaned_paths, rewrite_segment
+    from migration.migrations.upgrade.unit import _digest_outputs
 
     spec = RewriteSpec(target_magic=int(target.lstrip("v")))
     records = size = 0

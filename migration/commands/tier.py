@@ -48,7 +48,7 @@ def tier_prepare(
     the others), 3 when refused (a live broker holds a log dir)."""
     from migration.cli import EXIT_USAGE, console, err_console
     from migration.cluster import ClusterDescription
-    from migration.ops.tiered import TierOptions, execute_tier
+    from migration.migrations.tier.driver import TierOptions, execute_tier
 
     if engine not in ("spark", "inline"):
         err_console.print(f"unknown engine {engine!r}: use spark or inline")

@@ -26,7 +26,7 @@ def unify_bootstrap(
     """Unify bootstrap.checkpoint into the zero checkpoint, crash-safely, with proof.
     Exit 0 when every dir is unified (or already was), 1 when one failed, 3 when refused."""
     from migration.cli import EXIT_USAGE, console, err_console
-    from migration.ops.unify import UnifyOptions, execute_unify
+    from migration.migrations.unify.driver import UnifyOptions, execute_unify
 
     if engine not in ("spark", "inline"):
         err_console.print(f"[red]unknown engine {engine!r}: use spark or inline[/red]")

@@ -59,7 +59,7 @@ def upgrade(
 ) -> None:
     """Upgrade segments to message format v1 or v2, crash-safely, with backups and proof."""
     from migration.audit.model import RunKind, new_run_id
-    from migration.ops.upgrade import UpgradeOptions, execute_upgrade, resume_command
+    from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, resume_command
 
     run_id = run_id or new_run_id(RunKind.UPGRADE)
     if not dry_run:
@@ -84,14 +84,14 @@ def rollback(run_id: Annotated[str, typer.Argument(help="The upgrade run to undo
                       "default backup root).")] = None) -> None:
     """Restore the originals of an upgrade run (byte for byte, mtimes too), whatever state the
     log dirs are in: finished, interrupted, or loaded by Kafka since."""
-    from migration.ops.upgrade import rollback_run
+    from migration.migrations.upgrade.driver import rollback_run
 
     _show(rollback_run(run_id, backup_root=str(backup_root) if backup_root else None))
 
 
 def commit(run_id: Annotated[str, typer.Argument(help="The upgrade run to make final.")]) -> None:
     """Drop the backups of an upgrade run (no rollback afterwards)."""
-    from migration.ops.upgrade import commit_run
+    from migration.migrations.upgrade.driver import commit_run
 
     _show(commit_run(run_id))
 

@@ -54,8 +54,8 @@ def broker_run_id(dag_run_id: str, broker_id: int) -> str:
 
 
 def _options(p: TierParams, raw_cluster: str | None, *, snapshots_only: bool):
-    from migration.ops.s3 import s3_settings_from_airflow_connection
-    from migration.ops.tiered import TierOptions
+    from migration.migrations.tier.driver import TierOptions
+    from migration.migrations.tier.s3 import s3_settings_from_airflow_connection
 
     desc = load_cluster(raw_cluster)
     s3 = s3_settings_from_airflow_connection(p.aws_conn_id)
@@ -69,7 +69,7 @@ def _options(p: TierParams, raw_cluster: str | None, *, snapshots_only: bool):
 
 def discover(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """Plan this broker's run; returns whether Spark has work and the job arguments."""
-    from migration.ops.tiered import prepare_tier
+    from migration.migrations.tier.driver import prepare_tier
 
     p = params_of(raw)
     desc = load_cluster(raw.get("cluster"))
@@ -100,7 +100,7 @@ def discover(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, 
 def verify(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """Independent check of the upload: list each partition's prefix and require, for every
     closed segment, its .log, .indexes and .rsm-manifest, the .log as large as the segment."""
-    from migration.ops.s3 import make_client, s3_settings_from_airflow_connection
+    from migration.migrations.tier.s3 import make_client, s3_settings_from_airflow_connection
 
     p = params_of(raw)
     rd = RunDir(broker_run_id(dag_run_id, broker_id))
@@ -136,7 +136,7 @@ def verify(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, An
 
 def finish(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """Write this broker's report (also for a run with nothing dirty) and commit the session."""
-    from migration.ops.tiered import finalize_tier
+    from migration.migrations.tier.driver import finalize_tier
 
     rid = broker_run_id(dag_run_id, broker_id)
     rd = RunDir(rid)
@@ -161,7 +161,7 @@ def finish(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, An
 
 def final_report(raw: dict[str, Any], dag_id: str, dag_run_id: str) -> RunReport:
     # Every broker must have left a report: a missing one is an error in the merged report.
-    from migration.ops.s3 import S3ReportSink, s3_settings_from_airflow_connection
+    from migration.migrations.tier.s3 import S3ReportSink, s3_settings_from_airflow_connection
 
     p = params_of(raw)
     steps = [broker_run_id(dag_run_id, b) for b in brokers(raw)]

@@ -36,7 +36,7 @@ def unify_run_id(dag_run_id: str) -> str:
 
 def preflight_step(params: dict[str, Any], dag_run_id: str) -> list[dict[str, Any]]:
     """Detect each controller's state (cases 1-5); keep it for verification."""
-    from migration.ops.unify import detect_state
+    from migration.migrations.unify.driver import detect_state
 
     states = [detect_state(d).model_dump(mode="json") for d in metadata_dirs(params).values()]
     RunDir(unify_run_id(dag_run_id)).write(STATES_BEFORE, states)
@@ -46,7 +46,7 @@ def preflight_step(params: dict[str, Any], dag_run_id: str) -> list[dict[str, An
 
 
 def prepare_step(params: dict[str, Any], dag_run_id: str) -> list[str]:
-    from migration.ops.unify import UnifyOptions, prepare_unify
+    from migration.migrations.unify.driver import UnifyOptions, prepare_unify
 
     dirs = list(metadata_dirs(params).values())
     dry_run = bool(params.get("dry_run", True))
@@ -58,7 +58,7 @@ def prepare_step(params: dict[str, Any], dag_run_id: str) -> list[str]:
 
 
 def finalize_step(dag_run_id: str) -> dict[str, Any]:
-    from migration.ops.unify import finalize_unify
+    from migration.migrations.unify.driver import finalize_unify
 
     report = finalize_unify(unify_run_id(dag_run_id))
     summary = {"run_id": report.run_id, "exit_code": report.exit_code(), "units": report.totals.units,
@@ -71,7 +71,7 @@ def finalize_step(dag_run_id: str) -> dict[str, Any]:
 def verify_step(params: dict[str, Any], dag_run_id: str) -> dict[str, Any]:
     """Decode every unified zero checkpoint and compare its records with what the bootstrap
     file (or the untouched zero checkpoint) held before."""
-    from migration.ops.unify import verify_unified
+    from migration.migrations.unify.driver import verify_unified
 
     if params.get("dry_run", True):
         return {"verified": False, "reason": "dry run: nothing was changed"}

@@ -60,7 +60,7 @@ def broker_run_id(dag_run_id: str, broker_id: int) -> str:
 
 
 def prepare_preflight_step(plan: RolloutPlan, dag_run_id: str) -> str:
-    from migration.ops.preflight import prepare_preflight
+    from migration.migrations.upgrade.preflight import prepare_preflight
 
     rid = run_id_for(dag_run_id, "preflight")
     prepare_preflight(plan.log_dirs, run_id=rid)
@@ -70,7 +70,7 @@ def prepare_preflight_step(plan: RolloutPlan, dag_run_id: str) -> str:
 def check_preflight_step(plan: RolloutPlan, dag_run_id: str) -> dict[str, Any]:
     """Refuse the rollout if any broker is live; corrupt segments are reported and will be
     left alone by the upgrade (a corrupt segment is never rewritten)."""
-    from migration.ops.preflight import finalize_preflight
+    from migration.migrations.upgrade.preflight import finalize_preflight
 
     report = finalize_preflight(run_id_for(dag_run_id, "preflight"), params=plan.model_dump(mode="json"))
     if report.refusal:
@@ -81,7 +81,7 @@ def check_preflight_step(plan: RolloutPlan, dag_run_id: str) -> dict[str, Any]:
 
 def prepare_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> list[str]:
     """Plan one broker's upgrade; returns the arguments of the Spark job to submit."""
-    from migration.ops.upgrade import UpgradeOptions, prepare_upgrade
+    from migration.migrations.upgrade.driver import UpgradeOptions, prepare_upgrade
 
     rid = broker_run_id(dag_run_id, broker_id)
     options = UpgradeOptions(target=plan.target, stamp_v0_with_mtime=plan.stamp_v0_with_mtime, force=plan.force,
@@ -94,7 +94,7 @@ def prepare_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> list[s
 
 
 def finalize_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
-    from migration.ops.upgrade import finalize_upgrade
+    from migration.migrations.upgrade.driver import finalize_upgrade
 
     report = finalize_upgrade(broker_run_id(dag_run_id, broker_id))
     summary = {"run_id": report.run_id, "exit_code": report.exit_code(), "units": report.totals.units,
@@ -121,7 +121,7 @@ def verify_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[st
 
 def rollback_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """Restore the broker's originals (a no-op when nothing was changed)."""
-    from migration.ops.upgrade import rollback_run
+    from migration.migrations.upgrade.driver import rollback_run
 
     rid = broker_run_id(dag_run_id, broker_id)
     if not RunDir(rid).job_path.exists():

@@ -36,10 +36,10 @@ log = logging.getLogger(__name__)
 
 # Unit kind -> "module:function". Functions take (unit: Unit, options: dict) and return a dict.
 UNIT_FUNCTIONS: dict[str, str] = {
-    "validate-partition": "migration.ops.preflight:run_validate_unit",
-    "upgrade-segment": "migration.ops.upgrade:run_unit",
-    "tier-partition": "migration.ops.tiered:run_unit",
-    "unify-metadata-dir": "migration.ops.unify:run_unit",
+    "validate-partition": "migration.migrations.upgrade.preflight:run_validate_unit",
+    "upgrade-segment": "migration.migrations.upgrade.driver:run_unit",
+    "tier-partition": "migration.migrations.tier.driver:run_unit",
+    "unify-metadata-dir": "migration.migrations.unify.driver:run_unit",
 }
 
 

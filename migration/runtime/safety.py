@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from migration.formats import names
 from migration.logdir.model import LockHolder, LogDirLock, lock_status
-from migration.ops.upgrade_journal import JOURNAL_DIR, JournalState, UnitJournal
+from migration.migrations.upgrade.journal import JOURNAL_DIR, JournalState, UnitJournal
 from migration.settings import is_inside, runs_dir
 
 

@@ -20,7 +20,7 @@ from migration.formats import names
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 from migration.formats.kafka_uuid import Uuid, uuid_from_name
 from migration.formats.producer_snapshot import ProducerSnapshot
-from migration.ops.tiered import JSONL_NAME, TierOptions, execute_tier
+from migration.migrations.tier.driver import JSONL_NAME, TierOptions, execute_tier
 
 from .conftest import FAKE_SECRET_KEY
 
@@ -261,7 +261,7 @@ def test_cli_exit_code_not_ready_and_no_secret_anywhere(sample_cluster, s3, capl
     report = json.loads(next(p for p in files if p.name == "report.json").read_text())
     assert report["params"]["endpoint_url"] == s3.endpoint and report["params"]["bucket"] == s3.bucket
     # Settings never dump credentials, even when they hold them (Airflow connections).
-    from migration.ops.s3 import S3Settings
+    from migration.migrations.tier.s3 import S3Settings
 
     st = S3Settings(endpoint_url=s3.endpoint, access_key_id="AKIAX", secret_access_key=FAKE_SECRET_KEY)
     assert FAKE_SECRET_KEY not in st.model_dump_json() + repr(st) + str(st.model_dump())
@@ -298,7 +298,7 @@ def _assert_consistent(s3) -> None:
 
 
 def test_server_killed_mid_upload_then_restarted(sample_cluster, s3, monkeypatch):
-    from migration.ops import s3 as s3_hook
+    from migration.migrations.tier import s3 as s3_hook
 
     original = s3_hook.S3Hook._count
     calls = {"UploadPart": 0}
@@ -327,8 +327,8 @@ def test_server_killed_mid_upload_then_restarted(sample_cluster, s3, monkeypatch
 
 CRASHING_RUN = textwrap.dedent("""
     import json, os, sys
-    from migration.ops import s3 as hook
-    from migration.ops.tiered import TierOptions, execute_tier
+    from migration.migrations.tier import s3 as hook
+    from migration.migrations.tier.driver import TierOptions, execute_tier
     crash_on, crash_at = sys.argv[1], int(sys.argv[2])
     seen = {"n": 0}
     original = hook.S3Hook._count
@@ -419,7 +419,7 @@ def test_spark_engine(sample_cluster, s3, spark):
 
 
 def test_verify_reads_back_and_catches_a_changed_object(s3, tmp_path):
-    from migration.ops.s3 import ChecksumMismatch, S3Hook, S3Settings, file_sha256
+    from migration.migrations.tier.s3 import ChecksumMismatch, S3Hook, S3Settings, file_sha256
 
     hook = S3Hook(S3Settings(endpoint_url=s3.endpoint), s3.bucket)
     src = tmp_path / "seg.log"
@@ -444,7 +444,7 @@ def test_settings_from_airflow_connection_keep_the_secret_out_of_dumps(monkeypat
     monkeypatch.setenv("AIRFLOW_CONN_KMIGRATE_S3", json.dumps({
         "conn_type": "aws", "login": "AKIAFROMAIRFLOW", "password": FAKE_SECRET_KEY,
         "extra": {"endpoint_url": "http://127.0.0.1:9", "region_name": "eu-west-1", "addressing_style": "virtual"}}))
-    from migration.ops.s3 import s3_settings_from_airflow_connection
+    from migration.migrations.tier.s3 import s3_settings_from_airflow_connection
 
     st = s3_settings_from_airflow_connection("kmigrate_s3")
     assert st.endpoint_url == "http://127.0.0.1:9" and st.region == "eu-west-1" and st.path_style is False
@@ -455,7 +455,7 @@ def test_settings_from_airflow_connection_keep_the_secret_out_of_dumps(monkeypat
 
 def test_compacted_topic_is_reported_not_ready(sample_cluster, s3):
     """Kafka does not tier compacted topics: reported with the reason, and the run exits 1."""
-    from migration.ops.tiered import execute_tier
+    from migration.migrations.tier.driver import execute_tier
 
     broker = next(b for b, d in sample_cluster.broker_log_dirs.items() if (d / "users-compacted-0").is_dir())
     report = execute_tier([str(sample_cluster.broker_log_dirs[broker])], options=_options(s3, sample_cluster),

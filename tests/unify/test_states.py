@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from migration.audit.store import ReportStore
 from migration.cli import app
 from migration.logdir.validate import validate_paths
-from migration.ops.unify import UnifyOptions, detect_state, execute_unify, run_unit, verify_unified
+from migration.migrations.unify.driver import UnifyOptions, detect_state, execute_unify, run_unit, verify_unified
 
 
 def _opts(tmp_path: Path, **kw) -> UnifyOptions:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from migration.ops.upgrade import UpgradeOptions, execute_upgrade
+from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade
 
 
 def main(argv: list[str]) -> int:

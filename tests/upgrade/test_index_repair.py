@@ -23,14 +23,14 @@ from migration.formats.model import MAGIC_V1, MAGIC_V2
 from migration.formats.offset_index import OffsetIndex
 from migration.formats.time_index import TimeIndex
 from migration.logdir.validate import validate_paths
-from migration.ops.index_repair import (
+from migration.migrations.common.index_repair import (
     IndexRepair,
     ReplacementInFlight,
     discard_repair_leftovers,
     rebuild_segment_indexes,
     segment_index_problems,
 )
-from migration.ops.rewrite import RewriteSpec, rewrite_segment
+from migration.migrations.upgrade.rewrite import RewriteSpec, rewrite_segment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -318,7 +318,7 @@ def test_refused_while_a_replacement_is_in_flight(sample_cluster):
     assert tree_state(pdir) == {k: v for k, v in before.items() if not k.endswith(".swap")}
 
 
-_REBUILD = ("import sys; from migration.ops.index_repair import rebuild_segment_indexes as r; "
+_REBUILD = ("import sys; from migration.migrations.common.index_repair import rebuild_segment_indexes as r; "
             "r(sys.argv[1], int(sys.argv[2]))")
 
 

@@ -16,8 +16,8 @@ import pytest
 from conftest import tree_state
 from kafka_loader import read_log_dir, simulate_log_dir_startup
 
-from migration.ops.backup import DISPLACED_DIR
-from migration.ops.upgrade import UpgradeOptions, execute_upgrade, rollback_run
+from migration.migrations.common.backup import DISPLACED_DIR
+from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, rollback_run
 
 CRASH_JOB = Path(__file__).with_name("crash_job.py")
 SEGMENT_BYTES = 24 * 1024

@@ -15,7 +15,7 @@ import pyspark
 import pytest
 
 from migration.logdir.validate import validate_paths
-from migration.ops.upgrade import UpgradeOptions, finalize_upgrade, prepare_upgrade
+from migration.migrations.upgrade.driver import UpgradeOptions, finalize_upgrade, prepare_upgrade
 from migration.orchestration.common import RUN_UNITS_APP
 
 SPARK_HOME = Path(pyspark.__file__).parent

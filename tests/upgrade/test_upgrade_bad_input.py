@@ -20,7 +20,7 @@ from migration.formats.compression import gzip_compress, gzip_decompress
 from migration.formats.file_records import FileRecords
 from migration.formats.model import Compression
 from migration.logdir.validate import validate_segment
-from migration.ops.upgrade import UpgradeOptions, execute_upgrade, rollback_run
+from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, rollback_run
 
 
 def _segment(log_dir: Path, topic_prefix: str) -> Path:

@@ -18,7 +18,7 @@ import pytest
 from kafka_loader import read_log_dir, simulate_log_dir_startup
 
 from migration.logdir.validate import validate_paths
-from migration.ops.upgrade import UpgradeOptions, execute_upgrade
+from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade
 
 CRASH_JOB = Path(__file__).with_name("crash_job.py")
 SEGMENT_BYTES = 24 * 1024

@@ -16,7 +16,7 @@ from conftest import tree_state
 from kafka_loader import read_log_dir
 
 from migration.logdir.validate import validate_paths
-from migration.ops.upgrade import UpgradeOptions, execute_upgrade, rollback_run
+from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, rollback_run
 
 
 def _sha(p: Path) -> str:

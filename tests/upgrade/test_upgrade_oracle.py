@@ -15,7 +15,7 @@ from migration.formats.file_records import FileRecords
 from migration.formats.legacy import LegacyBatch
 from migration.formats.model import MAGIC_V1, MAGIC_V2, Compression, TimestampType
 from migration.logdir.validate import validate_paths
-from migration.ops.upgrade import UpgradeOptions, commit_run, execute_upgrade, rollback_run
+from migration.migrations.upgrade.driver import UpgradeOptions, commit_run, execute_upgrade, rollback_run
 
 SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")
 

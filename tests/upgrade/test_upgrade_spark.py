@@ -7,7 +7,7 @@ import shutil
 import pytest
 from conftest import tree_state
 
-from migration.ops.upgrade import UpgradeOptions, execute_upgrade
+from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade
 
 
 def _units(report) -> dict:

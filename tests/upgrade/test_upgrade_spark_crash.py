@@ -28,7 +28,7 @@ from conftest import tree_state
 from kafka_loader import read_log_dir, simulate_log_dir_startup
 
 from migration.logdir.validate import validate_paths
-from migration.ops.upgrade import UpgradeOptions, execute_upgrade, rollback_run
+from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, rollback_run
 from migration.runtime.faults import session_pids
 
 pytestmark = pytest.mark.slow

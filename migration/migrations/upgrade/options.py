@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from migration.ops.rewrite import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_BYTES
+from migration.migrations.upgrade.rewrite import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_BYTES
 
 TARGET_MAGIC = {"v1": 1, "v2": 2}
 

@@ -4,7 +4,7 @@ Kafka's RemoteLogManager fails with a NullPointerException on a segment without 
 segment-aligned producer snapshot (data written before 2.8, kafka-formats.md §5.5/§5.6). This
 operation, run offline on a stopped broker's log dirs, makes partitions ready and stages their
 closed segments in the object layout of the open-source tiered-storage plugin
-(:mod:`migration.ops.tier_layout`).
+(:mod:`migration.migrations.tier.layout`).
 
 Three steps, shared by the CLI, the inline and Spark engines and the Airflow DAG:
   1. :func:`prepare_tier` (driver): safety (a live lock refuses), inventory, topic ids (from
@@ -65,11 +65,18 @@ from migration.formats.errors import KafkaFormatError
 from migration.logdir.model import LogDir, Partition, scan_log_dir
 from migration.logdir.validate import Finding as ValidationFinding
 from migration.logdir.validate import validate_segment
-from migration.ops import tier_layout as layout
-from migration.ops.index_repair import ReplacementInFlight, rebuild_reasons, rebuild_segment_indexes
-from migration.ops.producer_state import ProducerStateError, SnapshotAction, ensure_segment_snapshots
-from migration.ops.s3 import DEFAULT_PART_SIZE, LAYOUT_METADATA_KEY, ChecksumMismatch, S3Hook, S3Settings, file_sha256
-from migration.ops.tier_metadata import read_metadata_image
+from migration.migrations.common.index_repair import ReplacementInFlight, rebuild_reasons, rebuild_segment_indexes
+from migration.migrations.tier import layout
+from migration.migrations.tier.metadata import read_metadata_image
+from migration.migrations.tier.producer_state import ProducerStateError, SnapshotAction, ensure_segment_snapshots
+from migration.migrations.tier.s3 import (
+    DEFAULT_PART_SIZE,
+    LAYOUT_METADATA_KEY,
+    ChecksumMismatch,
+    S3Hook,
+    S3Settings,
+    file_sha256,
+)
 from migration.runtime.engine import Progress, Unit, get_engine
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused, RunLock, check_not_live, holding_locks

@@ -23,8 +23,8 @@ from pydantic import BaseModel, Field
 
 from migration.formats.digest import RecordDigest
 from migration.formats.fileio import atomic_write, fsync_dir
-from migration.ops.backup import BackupFile
-from migration.ops.rewrite import OutputSegment
+from migration.migrations.common.backup import BackupFile
+from migration.migrations.upgrade.rewrite import OutputSegment
 
 JOURNAL_DIR = "journal"
 

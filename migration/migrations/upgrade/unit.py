@@ -25,7 +25,7 @@ from migration.formats.digest import RecordDigest, RecordDigester
 from migration.formats.errors import KafkaFormatError, TruncatedError
 from migration.formats.file_records import FileRecords
 from migration.formats.fileio import fsync_dir
-from migration.ops.backup import (
+from migration.migrations.common.backup import (
     UnitBackup,
     UnitPlace,
     backup_unit,
@@ -35,7 +35,7 @@ from migration.ops.backup import (
     sha256_file,
     verify_backup,
 )
-from migration.ops.replace import (
+from migration.migrations.common.replace import (
     new_file_states,
     remove_cleaned_in_range,
     remove_staged,
@@ -43,9 +43,9 @@ from migration.ops.replace import (
     segment_files_in_range,
     settle_range,
 )
-from migration.ops.rewrite import OutputSegment, RewriteSpec, cleaned_paths, rewrite_segment
-from migration.ops.upgrade_journal import JournalState, UnitJournal, load_journal, save_journal
-from migration.ops.upgrade_options import UpgradeOptions
+from migration.migrations.upgrade.journal import JournalState, UnitJournal, load_journal, save_journal
+from migration.migrations.upgrade.options import UpgradeOptions
+from migration.migrations.upgrade.rewrite import OutputSegment, RewriteSpec, cleaned_paths, rewrite_segment
 from migration.runtime.engine import Unit
 from migration.runtime.faults import fault_point
 

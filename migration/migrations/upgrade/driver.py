@@ -32,12 +32,12 @@ from migration.formats import names
 from migration.formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2
 from migration.logdir.model import scan_log_dir
 from migration.logdir.validate import ValidationResult, validate_segment
-from migration.ops.backup import drop_backups, unit_backups, write_backup_manifest
-from migration.ops.index_repair import rebuild_reasons
-from migration.ops.replace import remove_cleaned_in_range
-from migration.ops.upgrade_journal import JOURNAL_DIR, JournalState, UnitJournal, load_journal
-from migration.ops.upgrade_options import UpgradeOptions
-from migration.ops.upgrade_unit import rollback_unit, run_unit
+from migration.migrations.common.backup import drop_backups, unit_backups, write_backup_manifest
+from migration.migrations.common.index_repair import rebuild_reasons
+from migration.migrations.common.replace import remove_cleaned_in_range
+from migration.migrations.upgrade.journal import JOURNAL_DIR, JournalState, UnitJournal, load_journal
+from migration.migrations.upgrade.options import UpgradeOptions
+from migration.migrations.upgrade.unit import rollback_unit, run_unit
 from migration.runtime.engine import Progress, Unit, get_engine
 from migration.runtime.faults import unit_scope
 from migration.runtime.runs import RunDir
