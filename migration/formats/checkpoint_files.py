@@ -1,4 +1,4 @@
-"""Text checkpoint files (Kafka's ``CheckpointFile``), kafka-formats.md §4.4, §4.5, §5.5.
+"""Text checkpoint files (Kafka's ``CheckpointFile``), docs/formats.md §4.4, §4.5, §5.5.
 
 Layout (UTF-8, every line ends with ``\\n``)::
 

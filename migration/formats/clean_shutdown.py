@@ -1,4 +1,4 @@
-"""``.kafka_cleanshutdown``: the clean-shutdown marker of a log dir, kafka-formats.md §4.8.
+"""``.kafka_cleanshutdown``: the clean-shutdown marker of a log dir, docs/formats.md §4.8.
 
 Layout: UTF-8 JSON object ``{"version":0,"brokerEpoch":<int64>}`` (Jackson field order, no
 spaces, no newline). Brokers before KIP-966 wrote an empty file. Kafka treats the file's

@@ -18,7 +18,7 @@ lz4     Kafka's subset of the LZ4 frame format v1.5.1:
         The magic-0 reader skips HC; the magic-1/2 reader verifies it.
 zstd    standard zstd frames, only inside v2 batches.
 
-Source of the facts: kafka-formats.md §1.8.
+Source of the facts: docs/formats.md §1.8.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Control records of v2 control batches: key, transaction markers, KRaft control bodies.
 
-Layouts (kafka-formats.md §2.9, §6.3, §6.5; Kafka's ControlRecordType, EndTransactionMarker,
+Layouts (docs/formats.md §2.9, §6.3, §6.5; Kafka's ControlRecordType, EndTransactionMarker,
 ControlRecordUtils)::
 
     key            version int16 (0), type int16                       4 bytes

@@ -1,5 +1,5 @@
 """Rebuild a segment's offset and time index exactly as Kafka's ``LogSegment.recover`` does
-(kafka-formats.md §3.7). Pure: no files, the caller supplies the batches it has read."""
+(docs/formats.md §3.7). Pure: no files, the caller supplies the batches it has read."""
 
 from __future__ import annotations
 

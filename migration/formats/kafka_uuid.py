@@ -1,4 +1,4 @@
-"""Kafka's ``Uuid`` (topic ids, directory ids, remote segment ids), kafka-formats.md §4.6, §4.7.
+"""Kafka's ``Uuid`` (topic ids, directory ids, remote segment ids), docs/formats.md §4.6, §4.7.
 
 Byte layout: 16 bytes, most significant 64 bits then least significant 64 bits (big-endian).
 String form: URL-safe base64 of those 16 bytes without padding, 22 characters

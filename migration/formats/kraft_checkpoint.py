@@ -11,7 +11,7 @@ PartitionLeaderEpoch is the snapshot epoch, no compression, batches at most 8 Mi
 ``bootstrap.checkpoint`` (pre-KIP-1170) has the same shape with epoch 0 and a header
 timestamp of 0.
 
-Facts: kafka-formats.md §6, §7.
+Facts: docs/formats.md §6, §7.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ offset is the absolute offset of its last inner message; inner offsets are absol
 and relative to the first inner message in v1 (holes from compaction kept). A v1
 LogAppendTime wrapper's timestamp applies to every inner message.
 
-Facts: kafka-formats.md §1.
+Facts: docs/formats.md §1.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Schema-driven codec for Kafka's JSON-defined messages (KRaft metadata and control records).
 
-Wire layout, as Kafka's ``MessageDataGenerator`` emits it (kafka-formats.md §0.1, §6.4)::
+Wire layout, as Kafka's ``MessageDataGenerator`` emits it (docs/formats.md §0.1, §6.4)::
 
     struct          := field* tagged-fields          (tagged-fields only in flexible versions)
     tagged-fields   := uvarint count, (uvarint tag, uvarint size, <size bytes>)*   sorted by tag

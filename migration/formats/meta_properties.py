@@ -1,4 +1,4 @@
-"""``meta.properties``: the identity of a log dir, kafka-formats.md §4.7.
+"""``meta.properties``: the identity of a log dir, docs/formats.md §4.7.
 
 Layout: a ``java.util.Properties`` file as ``Properties.store(writer, "")`` writes it::
 

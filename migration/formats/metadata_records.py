@@ -1,4 +1,4 @@
-"""KRaft metadata records: the frame around each record value (kafka-formats.md §6.3).
+"""KRaft metadata records: the frame around each record value (docs/formats.md §6.3).
 
 Value of every data record in ``__cluster_metadata`` and in KRaft checkpoints
 (Kafka's ``AbstractApiMessageSerde``)::

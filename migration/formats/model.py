@@ -21,7 +21,7 @@ MAGIC_V1 = 1
 MAGIC_V2 = 2
 
 LOG_OVERHEAD = 12  # offset int64 + size int32 before every log entry / batch
-HEADER_SIZE_UP_TO_MAGIC = 17  # the common prefix every batch shares (kafka-formats §0.3)
+HEADER_SIZE_UP_TO_MAGIC = 17  # the common prefix every batch shares (docs/formats.md §0.3)
 MIN_MESSAGE_SIZE = 14  # v0 message with null key and value; smaller size fields are corrupt
 
 

@@ -1,7 +1,7 @@
 """File-name rules of a Kafka log directory, as named constants and parsers.
 
 Facts from Kafka's LogFileUtils, UnifiedLog, LocalLog and SnapshotPath (see
-``../shared/docs/kafka-formats.md`` §3.1, §4, §6.1).
+docs/formats.md §3.1, §4, §6.1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Offset index (``<20-digit base offset>.index``), kafka-formats.md §3.
+"""Offset index (``<20-digit base offset>.index``), docs/formats.md §3.
 
 Byte layout (big-endian), a flat array of 8-byte entries, no header::
 

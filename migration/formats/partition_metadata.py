@@ -1,4 +1,4 @@
-"""``partition.metadata``: the topic id of a partition directory, kafka-formats.md §4.6.
+"""``partition.metadata``: the topic id of a partition directory, docs/formats.md §4.6.
 
 Layout: UTF-8 text, exactly ``"version: 0\\ntopic_id: <topic id>"`` (no trailing newline), the
 topic id being a Kafka Uuid string (22 characters of URL-safe base64).

@@ -1,4 +1,4 @@
-"""Producer state snapshot (``<20-digit offset>.snapshot``), kafka-formats.md §5.
+"""Producer state snapshot (``<20-digit offset>.snapshot``), docs/formats.md §5.
 
 Byte layout (big-endian)::
 

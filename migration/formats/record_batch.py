@@ -15,7 +15,7 @@ Records (after byte 61, compressed as one stream when the codec is set), each:
   | KeyLength varint | Key | ValueLength varint | Value | HeadersCount varint
   | (HeaderKeyLength varint, HeaderKey, HeaderValueLength varint, HeaderValue)*
 
-Facts: kafka-formats.md §2.
+Facts: docs/formats.md §2.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Time index (``<20-digit base offset>.timeindex``), kafka-formats.md §3.3, §3.6, §3.9.
+"""Time index (``<20-digit base offset>.timeindex``), docs/formats.md §3.3, §3.6, §3.9.
 
 Byte layout (big-endian), a flat array of 12-byte entries, no header::
 

@@ -1,4 +1,4 @@
-"""Transaction index (``<20-digit base offset>.txnindex``), kafka-formats.md §3.11.
+"""Transaction index (``<20-digit base offset>.txnindex``), docs/formats.md §3.11.
 
 Byte layout (big-endian), a flat array of 34-byte ``AbortedTxn`` entries, no header, no
 preallocation (the file exists only once an aborted transaction's marker is in the segment)::

@@ -1,4 +1,4 @@
-"""Zig-zag varints and varlongs of record format v2 (kafka-formats §0.1).
+"""Zig-zag varints and varlongs of record format v2 (docs/formats.md §0.1).
 
 A value is zig-zag encoded, then written as unsigned LEB128: 7 bits a byte, least
 significant group first, the high bit set on every byte but the last. A varint has at most

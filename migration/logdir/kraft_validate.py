@@ -1,7 +1,7 @@
 """Validation of KRaft snapshots (KIP-630) and of the metadata partition holding them.
 
 Per checkpoint file (``<20-digit end offset>-<10-digit epoch>.checkpoint`` or the legacy
-``bootstrap.checkpoint``, kafka-formats.md §6, §7):
+``bootstrap.checkpoint``, docs/formats.md §6, §7):
 - the name parses as Kafka's ``SnapshotPath`` does;
 - every batch is a v2 batch with a valid CRC-32C, offsets start at 0 and are contiguous,
   no trailing bytes after the last complete batch;

@@ -1,6 +1,6 @@
 """Validation of broker log dirs, partition dirs and single files.
 
-What is checked (Kafka's own rules, kafka-formats.md §0.3, §1-§5, §8):
+What is checked (Kafka's own rules, docs/formats.md §0.3, §1-§5, §8):
 - segments: every batch CRC, and with ``deep`` the inner messages of v0/v1 wrappers (CRC,
   structure) and every v2 record; offsets strictly increasing (a shallow pass compares a
   wrapper by its last offset, the one Kafka's recovery reads, without decompressing it), at or

@@ -1,5 +1,5 @@
 """Control records: keys, end transaction markers and KRaft control bodies
-(kafka-formats.md §2.9, §6.5, §6.6, §7.2)."""
+(docs/formats.md §2.9, §6.5, §6.6, §7.2)."""
 
 from __future__ import annotations
 

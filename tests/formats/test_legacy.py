@@ -7,7 +7,7 @@ from migration.formats.file_records import iterate_batches
 from migration.formats.legacy import build_wrapper, encode_message
 from migration.formats.model import Compression, Record, TimestampType
 
-# kafka-formats.md §1.2 test vectors
+# docs/formats.md §1.2 test vectors
 V0_VECTOR = bytes.fromhex("0000000000000005 00000011 7a0a65ca 00 00 00000003 6b6579 ffffffff".replace(" ", ""))
 V1_VECTOR = bytes.fromhex(
     "0000000000000005 00000019 db9ea4b8 01 00 00000000000004d2 00000003 6b6579 ffffffff".replace(" ", "")

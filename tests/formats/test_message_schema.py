@@ -1,4 +1,4 @@
-"""Schema-driven message codec: vectors of kafka-formats.md §6.4-§6.6, tagged fields,
+"""Schema-driven message codec: vectors of docs/formats.md §6.4-§6.6, tagged fields,
 non-flexible versions, hypothesis round trips, typed errors and redaction."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""KRaft metadata record frame (kafka-formats.md §6.3, §6.6) and the metadata.version table."""
+"""KRaft metadata record frame (docs/formats.md §6.3, §6.6) and the metadata.version table."""
 
 from __future__ import annotations
 

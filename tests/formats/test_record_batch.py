@@ -15,7 +15,7 @@ from migration.formats.record_batch import (
     increment_sequence,
 )
 
-# kafka-formats.md §2.8: two records, CreateTime, no compression, leader epoch 0.
+# docs/formats.md §2.8: two records, CreateTime, no compression, leader epoch 0.
 SPEC_VECTOR = bytes.fromhex(
     "0000000000000000 00000047 00000000 02 f34fc17d 0000 00000001"
     "00000000000003e8 00000000000003ed ffffffffffffffff ffff ffffffff 00000002"

@@ -37,7 +37,7 @@ def test_layout_header_data_footer_and_contiguous_offsets():
 
 def test_data_batch_is_the_worked_record_encoding():
     data = build_checkpoint([FEATURE_MV21], header_timestamp=0, append_time=0)
-    # kafka-formats §6.6: the record as offset-delta 0 in a data batch
+    # docs/formats.md §6.6: the record as offset-delta 0 in a data batch
     assert bytes.fromhex("3a000000012e") + FEATURE_MV21 + b"\x00" in data
 
 

@@ -2,7 +2,7 @@
 
 Data batches come from kafka-python's ``DefaultRecordBatchBuilder``; control batches, KRaft
 control record bodies and metadata record frames from the small encoder below (written from
-kafka-formats.md §2, §6, §7, not from ``migration.formats``). Files are decoded back with
+docs/formats.md §2, §6, §7, not from ``migration.formats``). Files are decoded back with
 kafka-python's ``MemoryRecords``.
 """
 

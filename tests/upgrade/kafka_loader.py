@@ -1,6 +1,6 @@
 """Test helpers: Kafka's startup handling of a partition directory and an independent reader.
 
-``simulate_startup`` follows LogLoader.load as kafka-formats.md §4.9 states it, step by step,
+``simulate_startup`` follows LogLoader.load as docs/formats.md §4.9 states it, step by step,
 so a crash test can ask "would Kafka load this directory, and what would it see?".
 ``read_partition`` reads every segment with kafka-python (not our codecs) and returns the
 records in file order, CRCs checked.

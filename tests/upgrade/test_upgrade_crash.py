@@ -1,5 +1,5 @@
 """Crash safety: SIGKILL the upgrade at many points, then check that (a) Kafka's startup
-(LogLoader, kafka-formats §4.9, simulated on a copy) loads every record exactly once and (b) a
+(LogLoader, docs/formats.md §4.9, simulated on a copy) loads every record exactly once and (b) a
 re-run of the same job finishes it with every record in place.
 
 Segments are split (small segment.bytes) so that multi-segment swaps are interrupted too.

@@ -5,7 +5,7 @@
 3. old files -> ``<name>.deleted``, directory fsynced;
 4. ``.swap`` -> final names, directory fsynced;
 5. ``.deleted`` files removed (Kafka waits file.delete.delay.ms; offline nobody reads them).
-What Kafka's LogLoader does with each intermediate state (kafka-formats §4.9) keeps the log
+What Kafka's LogLoader does with each intermediate state (docs/formats.md §4.9) keeps the log
 whole: leftover ``.cleaned`` files (and every ``.swap`` at or above the lowest of them) are
 deleted, so an interrupted step 2 falls back to the old segment; once every new file is a
 ``.swap``, the swap files are renamed in and every non-swap file in their offset range is

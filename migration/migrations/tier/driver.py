@@ -1,7 +1,7 @@
 """Tiered-storage readiness (KIP-405, KIP-952): producer snapshots, then staging to S3.
 
 Kafka's RemoteLogManager fails with a NullPointerException on a segment without a
-segment-aligned producer snapshot (data written before 2.8, kafka-formats.md §5.5/§5.6). This
+segment-aligned producer snapshot (data written before 2.8, docs/formats.md §5.5/§5.6). This
 operation, run offline on a stopped broker's log dirs, makes partitions ready and stages their
 closed segments in the object layout of the open-source tiered-storage plugin
 (:mod:`migration.migrations.tier.layout`).

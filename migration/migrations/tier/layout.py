@@ -1,7 +1,7 @@
 """The remote object layout and the documents staged with every segment (no I/O here).
 
 Layout of the open-source tiered-storage plugin (Aiven), uncompressed and unencrypted
-(field notes §2)::
+(docs/formats.md §10.2)::
 
     {prefix}{topic}-{topicId}/{partition}/{base offset, 20 digits}-{segment uuid}.log
                                                                               .indexes

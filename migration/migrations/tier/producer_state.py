@@ -2,8 +2,8 @@
 
 Tiered storage uploads ``<N>.snapshot`` with every segment (N = next segment's base offset);
 data written before Kafka 2.8 has none, and RemoteLogManager fails with a NullPointerException
-(kafka-formats.md §5.5, §5.6). An empty snapshot is only truthful when no idempotent or
-transactional batch lies below N (field notes §3 item 9); otherwise the state must be what
+(docs/formats.md §5.5, §5.6). An empty snapshot is only truthful when no idempotent or
+transactional batch lies below N (docs/formats.md §10.3 item 9); otherwise the state must be what
 ``ProducerStateManager`` would hold at N after replaying the log from its start.
 
 The model follows ``ProducerStateEntry`` / ``ProducerAppendInfo`` with the append origin a

@@ -8,7 +8,7 @@
   Airflow connection is carried as its id and resolved again on the executor.
 - Uploads carry our own checksums: SHA-256 of the whole object in the user metadata, CRC-32C
   of every part (sent with the request and, when the server echoes one, compared). Servers do
-  not all verify checksums (moto accepts wrong ones, field notes §5), so verification reads
+  not all verify checksums (moto accepts wrong ones, docs/formats.md §10.4), so verification reads
   the object back range by range and compares CRC-32C per part and SHA-256 overall.
 - A failed multipart upload is aborted; a failed object is deleted (best effort: when the
   network is gone, the next run's cleanup removes what is left).

@@ -1,7 +1,7 @@
 """Unify ``bootstrap.checkpoint`` into the zero checkpoint (KIP-1170), offline, with proof.
 
 Per metadata log dir (the dir holding ``bootstrap.checkpoint`` and ``__cluster_metadata-0``)
-the state decides the action (kafka-formats.md §7, KIP-1170 "Compatibility"):
+the state decides the action (docs/formats.md §7, KIP-1170 "Compatibility"):
   1. bootstrap.checkpoint with metadata records, zero checkpoint with KRaft control records
      only (dynamic quorum): rewrite the zero checkpoint = header batch keeping the existing
      KRaftVersionRecord/VotersRecord byte for byte, the bootstrap records in order, footer;

@@ -4,10 +4,10 @@ The input ``.log`` is read batch by batch (:class:`FileRecords`), every batch is
 (``ensure_valid``) and converted, and the output is written incrementally as
 ``<base>.log.cleaned`` with its ``.index.cleaned`` and ``.timeindex.cleaned`` (and a
 ``.txnindex.cleaned`` when the input has a transaction index): the first phase of Kafka's
-replace protocol (kafka-formats §4.9). Memory stays bounded by the reader's chunk, one
+replace protocol (docs/formats.md §4.9). Memory stays bounded by the reader's chunk, one
 batch and the index entries (one per ``index.interval.bytes``).
 
-Conversion rules (kafka-formats §1.7, §1.9, §2.10; field notes §3.3):
+Conversion rules (docs/formats.md §1.7, §1.9, §2.10; docs/formats.md §10.3 item 3):
 - target v1: an uncompressed v0 message becomes a v1 message (same offset, key, value;
   timestamp -1, CreateTime); a v0 wrapper becomes a v1 wrapper of the same codec with
   relative inner offsets (holes kept), offset = last inner offset, timestamp = max inner.
