@@ -65,7 +65,7 @@ def _logs(root: Path) -> list[Path]:
 
 def sample_cluster(scale: int) -> Path:
     """The pristine cluster for ``scale`` (built once; a marker says it is complete)."""
-    from migration.sample_cluster import build_sample_cluster
+    from migration.demo.sample_cluster import build_sample_cluster
 
     path = OUT / f"cluster-s{scale}"
     if (path / ".complete").exists():

@@ -1,3 +1,3 @@
-from migration.cli import main
+from migration.cli.app import main
 
 main()

@@ -34,7 +34,7 @@ def spark():
 
 @pytest.fixture(scope="session")
 def sample_cluster_template(tmp_path_factory):
-    from migration.sample_cluster import build_sample_cluster
+    from migration.demo.sample_cluster import build_sample_cluster
 
     root = tmp_path_factory.mktemp("sample-template") / "cluster"
     return build_sample_cluster(root)
@@ -43,8 +43,8 @@ def sample_cluster_template(tmp_path_factory):
 @pytest.fixture
 def sample_cluster(sample_cluster_template, tmp_path):
     """A private copy of the sample cluster (mtimes preserved), with paths rewritten."""
-    from migration.cluster import ClusterDescription
-    from migration.sample_cluster import SampleCluster
+    from migration.orchestration.cluster import ClusterDescription
+    from migration.demo.sample_cluster import SampleCluster
 
     src = sample_cluster_template.root
     dst = tmp_path / "cluster"

@@ -11,7 +11,7 @@ from typing import Any
 
 from migration.audit.model import RUN_ID_RE, ProgressPoint, RunKind, RunReport
 from migration.audit.store import ReportNotFound, ReportStore
-from migration.cluster import ClusterDescription
+from migration.orchestration.cluster import ClusterDescription
 from migration.runtime.runs import RunDir
 from migration.settings import project_root
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from migration import schema_export
+from migration.audit import schema_export
 from migration.audit.model import (
     REDACTED,
     Finding,
@@ -203,7 +203,7 @@ def test_refused_report_fixture(make_report) -> None:
 
 def test_schema_export_up_to_date() -> None:
     stale = schema_export.stale()
-    assert not stale, f"run `python -m migration.schema_export`: {stale}"
+    assert not stale, f"run `python -m migration.audit.schema_export`: {stale}"
 
 
 def test_schema_check_detects_drift(tmp_path) -> None:

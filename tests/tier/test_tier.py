@@ -240,7 +240,7 @@ def test_cli_exit_code_not_ready_and_no_secret_anywhere(sample_cluster, s3, capl
 
     from typer.testing import CliRunner
 
-    from migration.cli import app
+    from migration.cli.app import app
 
     caplog.set_level(logging.DEBUG)
     args = ["tier-prepare", *map(str, sample_cluster.log_dirs), "--bucket", s3.bucket, "--endpoint-url", s3.endpoint,
@@ -381,7 +381,7 @@ def test_client_crash_leaves_partial_state_rerun_cleans_up_and_completes(sample_
 def test_refused_when_a_live_broker_holds_the_lock(sample_cluster, s3):
     from typer.testing import CliRunner
 
-    from migration.cli import app
+    from migration.cli.app import app
 
     lock = sample_cluster.log_dirs[0] / ".lock"
     holder = subprocess.Popen([sys.executable, "-c", (

@@ -7,7 +7,7 @@ import shutil
 
 from typer.testing import CliRunner
 
-from migration.cli import app
+from migration.cli.app import app
 from migration.logdir.kraft_validate import validate_checkpoint_file, validate_metadata_log_dir
 from migration.logdir.validate import ValidationResult, validate_paths
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from migration.cli import app
+from migration.cli.app import app
 
 
 def _all_text(root: Path) -> str:

@@ -23,7 +23,7 @@ def report(
     from migration.audit.model import RunReport
     from migration.audit.store import InvalidRunId, ReportNotFound, ReportStore
     from migration.audit.text import print_summary, render_text
-    from migration.cli import EXIT_USAGE, console, err_console
+    from migration.cli.common import EXIT_USAGE, console, err_console
 
     store = ReportStore(report_root)
     if list_runs:
@@ -58,7 +58,7 @@ def sessions(
     evict_idle: Annotated[bool, typer.Option("--evict-idle", help="Evict sessions unused for too long.")] = False,
 ) -> None:
     """List the incremental sessions (one per DAG or command and broker), their epochs and leases."""
-    from migration.cli import console
+    from migration.cli.common import console
     from migration.sessions import SessionStore
 
     store = SessionStore()

@@ -6,22 +6,16 @@ example a live broker holds a log dir).
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from migration import __version__
-
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
-EXIT_USAGE = 2
-EXIT_REFUSED = 3
+from migration.cli import report, tier, unify, upgrade
+from migration.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, console, err_console, print_inventory
 
 app = typer.Typer(
     name="kmigrate",
@@ -30,9 +24,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-# Wide tables when piped or captured (reports, CI logs); the terminal's width otherwise.
-console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
 def _version(value: bool) -> None:
@@ -125,45 +116,6 @@ def inventory(
     print_inventory(inv)
 
 
-def print_inventory(inv) -> None:  # noqa: ANN001 - Inventory, imported lazily
-    for d in inv.log_dirs:
-        flags = []
-        if d.locked:
-            flags.append("[red]LOCKED by a live process[/red]")
-        flags.append("clean shutdown" if d.clean_shutdown else "[yellow]unclean shutdown[/yellow]")
-        if d.bootstrap_checkpoint:
-            flags.append("bootstrap.checkpoint")
-        console.print(f"[bold]{d.path}[/bold] node {d.node_id} cluster {d.cluster_id}: {', '.join(flags)}")
-        if d.partitions:
-            t = Table(show_edge=False, pad_edge=False)
-            for col in ("partition", "topic id", "segments", "bytes", "records", "formats", "codecs", "snapshots",
-                        "max timestamp"):
-                t.add_column(col)
-            for p in d.partitions:
-                fmts: dict[str, int] = {}
-                codecs: dict[str, int] = {}
-                records = 0
-                exact = True
-                max_ts = -1
-                for s in p.segments:
-                    if s.stats:
-                        for k, v in s.stats.bytes_by_magic.items():
-                            fmts[k] = fmts.get(k, 0) + v
-                        for k, v in s.stats.codecs.items():
-                            codecs[k] = codecs.get(k, 0) + v
-                        records += s.stats.records
-                        exact &= s.stats.records_exact
-                        max_ts = max(max_ts, s.stats.max_timestamp)
-                t.add_row(p.name, p.topic_id or "-", str(len(p.segments)), str(p.size),
-                          f"{records}{'' if exact else '+'}", ",".join(sorted(fmts)), ",".join(sorted(codecs)),
-                          str(len(p.producer_snapshots)), str(max_ts))
-            console.print(t)
-        if d.metadata_log:
-            console.print(f"  metadata log {d.metadata_log.path}: checkpoints "
-                          f"{[c.file for c in d.metadata_log.checkpoints]}, "
-                          f"{len(d.metadata_log.segments)} segment(s)")
-
-
 @app.command("sample-cluster")
 def sample_cluster(
     out: Annotated[Path, typer.Argument(help="Empty or new directory to build the cluster in.")],
@@ -173,7 +125,7 @@ def sample_cluster(
     segment_bytes: Annotated[int | None, typer.Option(help="Roll segments at this size.")] = None,
 ) -> None:
     """Build a realistic legacy cluster (0.9/0.10/2.x data, a KRaft controller) for demos."""
-    from migration.sample_cluster import build_sample_cluster
+    from migration.demo.sample_cluster import build_sample_cluster
 
     try:
         sc = build_sample_cluster(out, brokers=brokers, scale=scale, seed=seed, segment_bytes=segment_bytes)
@@ -184,15 +136,9 @@ def sample_cluster(
                   f"{sc.controller_dir}, {sum(sc.records.values())} records; description {sc.description_path}")
 
 
-# Each migration's commands live in their own module under migration/commands.
-for _name in ("upgrade", "tier", "unify", "report"):  # noqa: B007 - module-level registration
-    try:
-        _module = importlib.import_module(f"migration.commands.{_name}")
-    except ModuleNotFoundError as _exc:
-        if _exc.name != f"migration.commands.{_name}":
-            raise
-        continue
-    _module.register(app)
+# Each migration's commands live in their own module of this package.
+for _commands in (upgrade, tier, unify, report):
+    _commands.register(app)
 
 
 def main() -> None:

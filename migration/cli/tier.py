@@ -46,9 +46,9 @@ def tier_prepare(
 
     Exit 0 when every partition is ready and staged, 1 when any could not be (after doing all
     the others), 3 when refused (a live broker holds a log dir)."""
-    from migration.cli import EXIT_USAGE, console, err_console
-    from migration.cluster import ClusterDescription
+    from migration.cli.common import EXIT_USAGE, console, err_console
     from migration.migrations.tier.driver import TierOptions, execute_tier
+    from migration.orchestration.cluster import ClusterDescription
 
     if engine not in ("spark", "inline"):
         err_console.print(f"unknown engine {engine!r}: use spark or inline")
@@ -64,7 +64,7 @@ def tier_prepare(
                           path_style=path_style, profile=profile, part_size=part_size,
                           multipart_threshold=multipart_threshold, snapshots_only=snapshots_only, dry_run=dry_run,
                           metadata_log_dirs=meta_dirs, compacted_topics=compacted)
-    from migration.commands._progress import unit_progress
+    from migration.cli.progress import unit_progress
 
     with unit_progress("tier-prepare", console) as progress:
         report = execute_tier([str(d) for d in log_dirs], options=options, engine=engine, run_id=run_id,

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from migration.commands._progress import unit_progress
+from migration.cli.progress import unit_progress
 
 console = Console()
 

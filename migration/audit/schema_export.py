@@ -1,6 +1,6 @@
 """Export the JSON Schemas of our persisted documents into ``schemas/``.
 
-``python -m migration.schema_export`` rewrites them; ``--check`` exits 1 when a committed schema
+``python -m migration.audit.schema_export`` rewrites them; ``--check`` exits 1 when a committed schema
 is out of date (CI and a test run it). Register further documents in ``SCHEMAS``."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from migration.audit.model import RunReport
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 SCHEMA_ID_BASE = "https://kmigrate.invalid/schemas/"
 
 # file stem -> model. The schema describes the document as written (serialization mode), so
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         out_of_date = stale(args.out)
         for path in out_of_date:
-            print(f"out of date: {path} (run python -m migration.schema_export)", file=sys.stderr)
+            print(f"out of date: {path} (run python -m migration.audit.schema_export)", file=sys.stderr)
         return 1 if out_of_date else 0
     for path in write_all(args.out):
         print(f"wrote {path}")

@@ -31,7 +31,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migration.cluster import ClusterDescription, NodeSpec
 from migration.formats import names
 from migration.formats.checkpoint_files import (
     EpochEntry,
@@ -59,6 +58,7 @@ from migration.formats.partition_metadata import PartitionMetadataFile
 from migration.formats.producer_snapshot import ProducerSnapshot
 from migration.formats.record_batch import build_record_batch
 from migration.formats.transaction_index import AbortedTxn, TransactionIndex
+from migration.orchestration.cluster import ClusterDescription, NodeSpec
 
 T0_MS = 1_488_326_400_000  # 2017-03-01: v1 era timestamps
 V0_MTIME_S = 1_451_606_400  # 2016-01-01: v0 era file times

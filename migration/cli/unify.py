@@ -25,7 +25,7 @@ def unify_bootstrap(
 ) -> None:
     """Unify bootstrap.checkpoint into the zero checkpoint, crash-safely, with proof.
     Exit 0 when every dir is unified (or already was), 1 when one failed, 3 when refused."""
-    from migration.cli import EXIT_USAGE, console, err_console
+    from migration.cli.common import EXIT_USAGE, console, err_console
     from migration.migrations.unify.driver import UnifyOptions, execute_unify
 
     if engine not in ("spark", "inline"):
@@ -34,7 +34,7 @@ def unify_bootstrap(
     eng: Literal["spark", "inline"] = "spark" if engine == "spark" else "inline"
     opts = UnifyOptions(backup_root=str(backup_root) if backup_root else None, dry_run=dry_run,
                         retire_stray=bool(retire_stray), stray_log_dirs=[str(p) for p in retire_stray or []])
-    from migration.commands._progress import unit_progress
+    from migration.cli.progress import unit_progress
 
     with unit_progress("unify-bootstrap", err_console if as_json else console) as progress:
         report = execute_unify(list(metadata_log_dirs), options=opts, engine=eng, run_id=run_id, master=master,

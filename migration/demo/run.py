@@ -98,10 +98,10 @@ def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path) -> int
 
 def main() -> int:
     from migration.audit.store import ReportStore
-    from migration.cli import print_inventory
+    from migration.cli.common import print_inventory
+    from migration.demo.sample_cluster import build_sample_cluster
     from migration.logdir.model import scan_inventory
     from migration.logdir.validate import validate_paths
-    from migration.sample_cluster import build_sample_cluster
 
     demo = out_dir() / "demo"
     if demo.exists():

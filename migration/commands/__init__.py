@@ -1,1 +1,0 @@
-"""CLI commands of each migration; each module defines ``register(app)``."""

@@ -1,0 +1,5 @@
+import sys
+
+from migration.demo.run import main
+
+sys.exit(main())
