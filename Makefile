@@ -14,7 +14,7 @@ export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all venv airflow-home test demo bench lint clean schemas fuzz
+.PHONY: all venv airflow-home test imports demo bench lint clean schemas fuzz
 
 all: test
 
@@ -35,8 +35,13 @@ $(AIRFLOW_HOME)/.migrated: $(VENV)/.synced airflow.cfg
 
 airflow-home: $(AIRFLOW_HOME)/.migrated
 
-test: venv airflow-home
+# The import contract (pyproject.toml [tool.importlinter]: the layers of docs/architecture.md)
+# runs first: a violation fails the suite.
+test: venv airflow-home imports
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+imports: venv
+	@out=$$($(VENV)/bin/lint-imports --no-cache 2>&1) || { echo "$$out"; exit 1; }; echo "$$out" | tail -n 1
 
 demo: venv airflow-home
 	$(PY) -m migration.demo $(DEMO_ARGS)

@@ -94,7 +94,7 @@ def _row(name: str, seconds: float, nbytes: int, records: int | None = None, **e
 
 
 def bench_validate(cluster: Path) -> list[Row]:
-    from migration.logdir.validate import validate_paths
+    from migration.logdir.validation import validate_paths
 
     logs = _logs(cluster)
     size = sum(p.stat().st_size for p in logs)

@@ -43,8 +43,8 @@ def sample_cluster_template(tmp_path_factory):
 @pytest.fixture
 def sample_cluster(sample_cluster_template, tmp_path):
     """A private copy of the sample cluster (mtimes preserved), with paths rewritten."""
-    from migration.orchestration.cluster import ClusterDescription
     from migration.demo.sample_cluster import SampleCluster
+    from migration.orchestration.cluster import ClusterDescription
 
     src = sample_cluster_template.root
     dst = tmp_path / "cluster"

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from migration.audit.html import fmt_bytes
 from migration.audit.model import RunReport, RunStatus, Totals
+from migration.logdir.model import Inventory
 
 _STATUS_STYLE = {
     RunStatus.OK: "bold green",
@@ -142,3 +143,43 @@ def render_text(report: RunReport) -> str:
     lines.extend(_repair_lines(report))
     lines.extend(_problem_lines(report))
     return "\n".join(lines) + "\n"
+
+
+def print_inventory(inv: Inventory, console: Console) -> None:
+    """The inventory of log dirs as a person reads it: one table of partitions per log dir."""
+    for d in inv.log_dirs:
+        flags = []
+        if d.locked:
+            flags.append("[red]LOCKED by a live process[/red]")
+        flags.append("clean shutdown" if d.clean_shutdown else "[yellow]unclean shutdown[/yellow]")
+        if d.bootstrap_checkpoint:
+            flags.append("bootstrap.checkpoint")
+        console.print(f"[bold]{d.path}[/bold] node {d.node_id} cluster {d.cluster_id}: {', '.join(flags)}")
+        if d.partitions:
+            t = Table(show_edge=False, pad_edge=False)
+            for col in ("partition", "topic id", "segments", "bytes", "records", "formats", "codecs", "snapshots",
+                        "max timestamp"):
+                t.add_column(col)
+            for p in d.partitions:
+                fmts: dict[str, int] = {}
+                codecs: dict[str, int] = {}
+                records = 0
+                exact = True
+                max_ts = -1
+                for s in p.segments:
+                    if s.stats:
+                        for k, v in s.stats.bytes_by_magic.items():
+                            fmts[k] = fmts.get(k, 0) + v
+                        for k, v in s.stats.codecs.items():
+                            codecs[k] = codecs.get(k, 0) + v
+                        records += s.stats.records
+                        exact &= s.stats.records_exact
+                        max_ts = max(max_ts, s.stats.max_timestamp)
+                t.add_row(p.name, p.topic_id or "-", str(len(p.segments)), str(p.size),
+                          f"{records}{'' if exact else '+'}", ",".join(sorted(fmts)), ",".join(sorted(codecs)),
+                          str(len(p.producer_snapshots)), str(max_ts))
+            console.print(t)
+        if d.metadata_log:
+            console.print(f"  metadata log {d.metadata_log.path}: checkpoints "
+                          f"{[c.file for c in d.metadata_log.checkpoints]}, "
+                          f"{len(d.metadata_log.segments)} segment(s)")

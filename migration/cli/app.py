@@ -14,8 +14,9 @@ from typing import Annotated
 import typer
 
 from migration import __version__
+from migration.audit.text import print_inventory
 from migration.cli import report, tier, unify, upgrade
-from migration.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, console, err_console, print_inventory
+from migration.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, console, err_console
 
 app = typer.Typer(
     name="kmigrate",
@@ -83,7 +84,7 @@ def validate(
 ) -> None:
     """Check CRCs, offsets, indexes, time indexes, snapshots, checkpoints and leftovers.
     Exit 1 with findings naming file and position, 0 when clean."""
-    from migration.logdir.validate import validate_paths
+    from migration.logdir.validation import validate_paths
 
     res = validate_paths(list(paths), deep=not shallow)
     if as_json:
@@ -113,7 +114,7 @@ def inventory(
     if as_json:
         print(inv.model_dump_json(indent=1))
         raise typer.Exit(EXIT_OK)
-    print_inventory(inv)
+    print_inventory(inv, console)
 
 
 @app.command("sample-cluster")

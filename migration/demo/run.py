@@ -98,10 +98,10 @@ def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path) -> int
 
 def main() -> int:
     from migration.audit.store import ReportStore
-    from migration.cli.common import print_inventory
+    from migration.audit.text import print_inventory
     from migration.demo.sample_cluster import build_sample_cluster
     from migration.logdir.model import scan_inventory
-    from migration.logdir.validate import validate_paths
+    from migration.logdir.validation import validate_paths
 
     demo = out_dir() / "demo"
     if demo.exists():
@@ -121,7 +121,7 @@ def main() -> int:
 
     console.print(Rule("2. Inventory and validation"))
     all_dirs = [*sc.log_dirs, sc.controller_dir]
-    print_inventory(scan_inventory(all_dirs, deep=True))
+    print_inventory(scan_inventory(all_dirs, deep=True), console)
     res = validate_paths(all_dirs)
     console.print(f"validation: {res.files_checked} files, {res.bytes_checked} bytes, {res.records_checked} records: "
                   + ("clean" if res.ok else f"{len(res.problems)} problems"))
@@ -137,7 +137,7 @@ def main() -> int:
         failures.append("message_format_upgrade")
     res = validate_paths(all_dirs)
     console.print(f"after the upgrade: validation {'clean' if res.ok else 'FOUND PROBLEMS'}")
-    print_inventory(scan_inventory(sc.log_dirs[:1], deep=True))
+    print_inventory(scan_inventory(sc.log_dirs[:1], deep=True), console)
 
     console.print(Rule("4. DAG zero_checkpoint_unification"))
     rc = dags_test("zero_checkpoint_unification", {"cluster": str(sc.description_path), "dry_run": False},
@@ -163,7 +163,9 @@ def main() -> int:
 
 
 def _tiered(sc, logs: Path) -> list[str]:  # noqa: ANN001 - SampleCluster
-    import boto3
+    from pydantic import SecretStr
+
+    from migration.migrations.tier.s3 import S3Settings, make_client
 
     port = _free_port()
     endpoint = f"http://127.0.0.1:{port}"
@@ -172,8 +174,8 @@ def _tiered(sc, logs: Path) -> list[str]:  # noqa: ANN001 - SampleCluster
                               stdout=server_log, stderr=subprocess.STDOUT)
     failures: list[str] = []
     try:
-        s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=DEMO_ACCESS_KEY,
-                          aws_secret_access_key=DEMO_SECRET_KEY, region_name="us-east-1")
+        s3 = make_client(S3Settings(endpoint_url=endpoint, access_key_id=SecretStr(DEMO_ACCESS_KEY),
+                                    secret_access_key=SecretStr(DEMO_SECRET_KEY)))
         for _ in range(100):
             try:
                 s3.list_buckets()

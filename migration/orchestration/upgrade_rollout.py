@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from migration.audit.model import RunKind, RunReport, UnitStatus
 from migration.audit.store import ReportNotFound, ReportStore
-from migration.logdir.validate import validate_paths
+from migration.logdir.validation import validate_paths
 from migration.orchestration.common import load_cluster, merge_reports, run_id_for
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused

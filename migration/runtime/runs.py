@@ -27,6 +27,26 @@ def _write_json(path: Path, data: Any) -> None:
     atomic_write(path, json.dumps(data, indent=1, default=str).encode(), tmp_suffix=".tmp")
 
 
+JOURNAL_DIR = "journal"
+# Unit journal states in which a replacement in a log dir may be half done: a migration that
+# journals its units (migrations/upgrade/journal.py) uses these names for those states.
+IN_FLIGHT_STATES = frozenset({"started", "cleaned", "rolling-back"})
+
+
+def journal_states(run_dir: Path) -> list[str] | None:
+    """The ``state`` of every unit journal of a run (an unreadable journal counts as in
+    flight); None when the run has no job file, so nothing can be told."""
+    if not (run_dir / "job.json").is_file():
+        return None
+    states = []
+    for jf in sorted((run_dir / JOURNAL_DIR).glob("*.json")):
+        try:
+            states.append(str(json.loads(jf.read_text())["state"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            states.append("started")
+    return states
+
+
 class RunDir:
     def __init__(self, run_id: str, root: str | os.PathLike[str] | None = None) -> None:
         self.run_id = run_id

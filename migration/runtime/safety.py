@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from migration.formats import names
 from migration.logdir.model import LockHolder, LogDirLock, lock_status
-from migration.migrations.upgrade.journal import JOURNAL_DIR, JournalState, UnitJournal
+from migration.runtime.runs import IN_FLIGHT_STATES, journal_states
 from migration.settings import is_inside, runs_dir
 
 
@@ -53,17 +53,8 @@ def interrupted_message(log_dir: str | os.PathLike[str], holder: LockHolder) -> 
 def _work_in_flight(holder: LockHolder) -> bool:
     """Whether a killed run may have left a replacement half done: a unit journal of its run
     that is not in an end state, or no run directory to tell (then assume so)."""
-    run_dir = runs_dir() / (holder.run_id or "")
-    if not holder.run_id or not (run_dir / "job.json").is_file():
-        return True
-    for jf in (run_dir / JOURNAL_DIR).glob("*.json"):
-        try:
-            state = UnitJournal.model_validate_json(jf.read_text()).state
-        except (OSError, ValueError):
-            return True
-        if state in (JournalState.STARTED, JournalState.CLEANED, JournalState.ROLLING_BACK):
-            return True
-    return False
+    states = journal_states(runs_dir() / holder.run_id) if holder.run_id else None
+    return states is None or any(s in IN_FLIGHT_STATES for s in states)
 
 
 def check_not_live(log_dirs: list[str | os.PathLike[str]], *, run_id: str | None = None,

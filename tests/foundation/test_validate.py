@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from migration.cli.app import app
-from migration.logdir.validate import validate_paths
+from migration.logdir.validation import validate_paths
 
 runner = CliRunner()
 
@@ -111,8 +111,8 @@ def test_empty_time_index_beside_timestamps_is_an_error(sample_cluster, partitio
 
 
 def test_empty_time_index_beside_records_without_timestamps_is_right(sample_cluster, tmp_path):
-    from migration.formats.legacy import encode_message
     from migration.demo.sample_cluster import PartitionWriter
+    from migration.formats.legacy import encode_message
 
     # v0 data (the sample's legacy-v0 time indexes are empty) ...
     logs = _partition_segments(sample_cluster, "legacy-v0-0")

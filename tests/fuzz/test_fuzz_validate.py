@@ -12,7 +12,7 @@ import pytest
 
 from fuzz.harness import Target, fix_crcs, fix_lengths_and_crcs, frame_hot
 from fuzz.readers import scratch_dir
-from migration.logdir.validate import validate_file, validate_paths
+from migration.logdir.validation import validate_file, validate_paths
 
 SEPARATOR = "+"
 

@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from migration.cli.app import app
 from migration.logdir.kraft_validate import validate_checkpoint_file, validate_metadata_log_dir
-from migration.logdir.validate import ValidationResult, validate_paths
+from migration.logdir.validate import ValidationResult
+from migration.logdir.validation import validate_paths
 
 
 def _codes(res: ValidationResult, severity: str = "error") -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from migration.formats import names
-from migration.logdir.validate import validate_paths
+from migration.logdir.validation import validate_paths
 from migration.migrations.unify.driver import UnifyOptions, detect_state, execute_unify, verify_unified
 
 

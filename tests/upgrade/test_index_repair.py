@@ -22,7 +22,7 @@ from migration.formats.errors import InvalidCrcError, KafkaFormatError, Truncate
 from migration.formats.model import MAGIC_V1, MAGIC_V2
 from migration.formats.offset_index import OffsetIndex
 from migration.formats.time_index import TimeIndex
-from migration.logdir.validate import validate_paths
+from migration.logdir.validation import validate_paths
 from migration.migrations.common.index_repair import (
     IndexRepair,
     ReplacementInFlight,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from migration.logdir.validate import validate_paths
+from migration.logdir.validation import validate_paths
 from migration.migrations.upgrade.driver import UpgradeOptions, finalize_upgrade, prepare_upgrade
 from migration.orchestration.common import RUN_UNITS_APP
 

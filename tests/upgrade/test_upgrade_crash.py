@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from kafka_loader import read_log_dir, simulate_log_dir_startup
 
-from migration.logdir.validate import validate_paths
+from migration.logdir.validation import validate_paths
 from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade
 
 CRASH_JOB = Path(__file__).with_name("crash_job.py")

@@ -14,7 +14,7 @@ from migration.formats import compression as codecs
 from migration.formats.file_records import FileRecords
 from migration.formats.legacy import LegacyBatch
 from migration.formats.model import MAGIC_V1, MAGIC_V2, Compression, TimestampType
-from migration.logdir.validate import validate_paths
+from migration.logdir.validation import validate_paths
 from migration.migrations.upgrade.driver import UpgradeOptions, commit_run, execute_upgrade, rollback_run
 
 SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")

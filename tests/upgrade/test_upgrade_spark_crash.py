@@ -27,7 +27,7 @@ import pytest
 from conftest import tree_state
 from kafka_loader import read_log_dir, simulate_log_dir_startup
 
-from migration.logdir.validate import validate_paths
+from migration.logdir.validation import validate_paths
 from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, rollback_run
 from migration.runtime.faults import session_pids
 

@@ -60,11 +60,11 @@ class S3Settings(BaseModel):
 def s3_settings_from_airflow_connection(conn_id: str, **overrides: Any) -> S3Settings:
     """Settings from an Airflow ``aws`` connection: login/password are the key pair, the extra
     may hold ``endpoint_url`` (or ``host``), ``region_name``, ``aws_session_token``,
-    ``addressing_style``/``s3.addressing_style``. Airflow is imported only here."""
-    from airflow.sdk import BaseHook  # lazy: the CLI and tests do not need Airflow
+    ``addressing_style``/``s3.addressing_style``. Airflow is read through the runtime's adapter."""
+    from migration.runtime.airflow_adapter import get_connection  # lazy: the CLI and tests need no Airflow
 
-    conn = BaseHook.get_connection(conn_id)
-    extra = conn.extra_dejson or {}
+    conn = get_connection(conn_id)
+    extra = conn.extra
     s3_cfg = extra.get("config_kwargs", {}).get("s3", {}) if isinstance(extra.get("config_kwargs"), dict) else {}
     style = extra.get("addressing_style") or s3_cfg.get("addressing_style") or "path"
     values: dict[str, Any] = {
@@ -73,7 +73,7 @@ def s3_settings_from_airflow_connection(conn_id: str, **overrides: Any) -> S3Set
         "path_style": style == "path",
         "aws_conn_id": conn_id,
         "access_key_id": SecretStr(conn.login) if conn.login else None,
-        "secret_access_key": SecretStr(conn.password) if conn.password else None,
+        "secret_access_key": conn.password,
         "session_token": SecretStr(extra["aws_session_token"]) if extra.get("aws_session_token") else None,
     }
     values.update(overrides)

@@ -25,8 +25,7 @@ from migration.formats.digest import RecordDigest
 from migration.formats.fileio import atomic_write, fsync_dir
 from migration.migrations.common.backup import BackupFile
 from migration.migrations.upgrade.rewrite import OutputSegment
-
-JOURNAL_DIR = "journal"
+from migration.runtime.runs import IN_FLIGHT_STATES, JOURNAL_DIR
 
 
 class JournalState(StrEnum):
@@ -36,6 +35,11 @@ class JournalState(StrEnum):
     FAILED = "failed"
     ROLLING_BACK = "rolling-back"
     ROLLED_BACK = "rolled-back"
+
+
+# the states the runtime reads as "a replacement may be half done" (a killed run blocks others)
+IN_FLIGHT = frozenset({JournalState.STARTED, JournalState.CLEANED, JournalState.ROLLING_BACK})
+assert {s.value for s in IN_FLIGHT} == IN_FLIGHT_STATES, "journal states and the runtime's in-flight set differ"
 
 
 class UnitJournal(BaseModel):

@@ -45,9 +45,9 @@ def preflight_units(log_dirs: list[str | os.PathLike[str]], broker_id: int = -1)
 def run_validate_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
     res = ValidationResult()
     if Path(unit.path).name == names.METADATA_PARTITION_DIR:
-        from migration.logdir.validate import _validate_metadata_dir
+        from migration.logdir.validation import validate_metadata_dir
 
-        _validate_metadata_dir(Path(unit.path), res)
+        validate_metadata_dir(Path(unit.path), res)
     else:
         validate_partition_dir(unit.path, deep=options.get("deep", True), result=res)
     ur = UnitResult(
