@@ -22,7 +22,7 @@ def default_cluster() -> str:
 
 
 class MigrationSparkJobOperator(SparkSubmitOperator):
-    """spark-submit of the project's unit runner (``migration/runtime/spark_app.py``) with the
+    """spark-submit of the project's unit runner (``migration/orchestration/spark_app.py``) with the
     job file a preceding task wrote; connection ``spark_default`` (a local master by default,
     a cluster master unchanged)."""
 

@@ -15,7 +15,7 @@ from migration.orchestration.cluster import ClusterDescription
 from migration.runtime.runs import RunDir
 from migration.settings import project_root
 
-RUN_UNITS_APP = str(Path(__file__).resolve().parents[1] / "runtime" / "spark_app.py")
+RUN_UNITS_APP = str(Path(__file__).resolve().parents[1] / "orchestration" / "spark_app.py")
 
 
 def load_cluster(path: str | None) -> ClusterDescription:

@@ -17,7 +17,6 @@ bad segment does not stop the others.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
@@ -25,7 +24,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
@@ -34,13 +33,11 @@ from migration.runtime.faults import unit_scope
 
 log = logging.getLogger(__name__)
 
-# Unit kind -> "module:function". Functions take (unit: Unit, options: dict) and return a dict.
-UNIT_FUNCTIONS: dict[str, str] = {
-    "validate-partition": "migration.migrations.upgrade.preflight:run_validate_unit",
-    "upgrade-segment": "migration.migrations.upgrade.driver:run_unit",
-    "tier-partition": "migration.migrations.tier.driver:run_unit",
-    "unify-metadata-dir": "migration.migrations.unify.driver:run_unit",
-}
+# What runs one unit: (unit, job options) -> result document. A migration hands its unit
+# functions to the engine by kind (``UnitFunctions``); under Spark they travel to the executors
+# by reference (module and name), so the executors import the migration's own module.
+UnitFunction = Callable[["Unit", dict[str, Any]], dict[str, Any]]
+UnitFunctions = Mapping[str, UnitFunction]
 
 
 class Unit(BaseModel):
@@ -73,25 +70,16 @@ def serial_groups(units: list[Unit]) -> list[list[int]]:
     return groups
 
 
-def resolve(kind: str, extra: dict[str, str] | None = None) -> Callable[[Unit, dict[str, Any]], dict[str, Any]]:
-    """The unit function of ``kind``; ``extra`` (from a job's options, so it reaches Spark
-    executors too) may add kinds beyond the built-in ones."""
-    known = {**UNIT_FUNCTIONS, **(extra or {})}
-    try:
-        target = known[kind]
-    except KeyError:
-        raise ValueError(f"unknown unit kind {kind!r}; known: {sorted(known)}") from None
-    module, func = target.split(":")
-    return getattr(importlib.import_module(module), func)
-
-
-def execute_unit(unit: Unit | dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
-    """Run one unit, turning any exception into a failed result."""
+def execute_unit(unit: Unit | dict[str, Any], options: dict[str, Any], functions: UnitFunctions) -> dict[str, Any]:
+    """Run one unit with the function of its kind, turning any exception into a failed result."""
     u = unit if isinstance(unit, Unit) else Unit.model_validate(unit)
     started = time.monotonic()
     try:
+        function = functions.get(u.kind)
+        if function is None:
+            raise ValueError(f"unknown unit kind {u.kind!r}; this job runs {sorted(functions)}")
         with unit_scope(u.id):
-            result = resolve(u.kind, options.get("unit_functions"))(u, options)
+            result = function(u, options)
     except Exception as exc:  # a unit must never take the job down with it
         log.exception("unit %s failed", u.id)
         result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
@@ -102,10 +90,10 @@ def execute_unit(unit: Unit | dict[str, Any], options: dict[str, Any]) -> dict[s
     return result
 
 
-def _execute_group_json(units_json: list[str], options_json: str) -> list[str]:
+def _execute_group_json(units_json: list[str], options_json: str, functions: UnitFunctions) -> list[str]:
     """One Spark task: its units in order (one partition's segments, for instance)."""
     options = json.loads(options_json)
-    return [json.dumps(execute_unit(json.loads(u), options), default=str) for u in units_json]
+    return [json.dumps(execute_unit(json.loads(u), options, functions), default=str) for u in units_json]
 
 
 class Progress(Protocol):
@@ -115,12 +103,12 @@ class Progress(Protocol):
 class InlineEngine:
     name = "inline"
 
-    def run(self, units: Iterable[Unit], options: dict[str, Any], progress: Progress | None = None
-            ) -> list[dict[str, Any]]:
+    def run(self, units: Iterable[Unit], options: dict[str, Any], progress: Progress | None = None, *,
+            functions: UnitFunctions) -> list[dict[str, Any]]:
         units = list(units)
         out = []
         for i, u in enumerate(units):
-            r = execute_unit(u, options)
+            r = execute_unit(u, options, functions)
             out.append(r)
             if progress:
                 progress(i + 1, len(units), r)
@@ -167,11 +155,12 @@ class SparkEngine:
         self._spark = spark
         self.progress_interval = progress_interval
 
-    def run(self, units: Iterable[Unit], options: dict[str, Any], progress: Progress | None = None
-            ) -> list[dict[str, Any]]:
+    def run(self, units: Iterable[Unit], options: dict[str, Any], progress: Progress | None = None, *,
+            functions: UnitFunctions) -> list[dict[str, Any]]:
         units = list(units)
         if not units:
             return []
+        functions = dict(functions)  # pickled with the task: each function by module and name
         spark = self._spark or spark_session(self.master)
         sc = spark.sparkContext
         opts = json.dumps(options, default=str)
@@ -186,7 +175,7 @@ class SparkEngine:
         def collect() -> None:
             sc.setJobGroup(group, f"kmigrate: {len(units)} units in {len(payload)} tasks")
             try:
-                box["results"] = rdd.map(lambda us: _execute_group_json(us, opts)).collect()
+                box["results"] = rdd.map(lambda us: _execute_group_json(us, opts, functions)).collect()
             except BaseException as exc:  # re-raised in the caller's thread
                 box["error"] = exc
 

@@ -4,7 +4,7 @@ Every migration runs in three steps, so the same code serves the CLI, the inline
 engines, and Airflow tasks that hand work to ``spark-submit``:
   1. prepare (driver): safety gates, inventory, plan -> ``job.json`` (units + options) and
      ``prepare.json`` (what the plan decided: skipped units, warnings, refusal);
-  2. run units (engine: inline, in-process Spark, or spark-submit of runtime/spark_app.py)
+  2. run units (engine: inline, in-process Spark, or spark-submit of orchestration/spark_app.py)
      -> ``results.json``;
   3. finalize (driver): read results, verify, write the run report.
 Files are written durably (temporary name, fsync, rename, directory fsync: a resume or a

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from migration.formats.digest import digest_records
 from migration.formats.model import Header, Record
-from migration.runtime.engine import UNIT_FUNCTIONS, Unit, execute_unit, get_engine, serial_groups
+from migration.runtime.engine import Unit, execute_unit, get_engine, serial_groups
 
 
 def test_digest_distinguishes_null_from_empty_and_tracks_timestamps():
@@ -27,32 +27,43 @@ def echo_unit(unit: Unit, options: dict) -> dict:
     return {"status": "ok", "echo": unit.path, "factor": options["factor"] * unit.size}
 
 
-def test_inline_engine_turns_exceptions_into_failed_results(monkeypatch):
-    monkeypatch.setitem(UNIT_FUNCTIONS, "test-echo", f"{__name__}:echo_unit")
+def test_inline_engine_turns_exceptions_into_failed_results():
     seen = []
     out = get_engine("inline").run([_unit(i) for i in range(5)], {"factor": 2},
-                                   progress=lambda d, t, r: seen.append((d, t)))
+                                   progress=lambda d, t, r: seen.append((d, t)), functions={"test-echo": echo_unit})
     assert [r["status"] for r in out] == ["ok", "ok", "ok", "failed", "ok"]
     assert "boom" in out[3]["error"] and out[3]["unit_id"] == "u3"
     assert out[4]["factor"] == 8 and seen[-1] == (5, 5)
 
 
 def test_unknown_unit_kind_fails_that_unit_only():
-    r = execute_unit(_unit(1, "nope"), {})
-    assert r["status"] == "failed" and "unknown unit kind" in r["error"]
+    r = execute_unit(_unit(1, "nope"), {}, {"test-echo": echo_unit})
+    assert r["status"] == "failed" and "unknown unit kind 'nope'" in r["error"] and "test-echo" in r["error"]
+
+
+def _spark_echo(spark):  # noqa: ANN001, ANN202
+    """The echo unit function as executors import it: a top-level module shipped with addPyFile
+    (the function travels by module and name)."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).with_name("spark_echo_units.py")
+    spark.sparkContext.addPyFile(str(here))
+    sys.path.insert(0, str(here.parent))
+    try:
+        return importlib.import_module("spark_echo_units").echo_unit
+    finally:
+        sys.path.remove(str(here.parent))
 
 
 def test_spark_engine_runs_units_in_executors(spark):
-    from pathlib import Path
-
-    # Executors are other processes: the unit kind travels with the job's options and the
-    # module with addPyFile.
-    spark.sparkContext.addPyFile(str(Path(__file__).with_name("spark_echo_units.py")))
-    options = {"factor": 3, "unit_functions": {"test-echo": "spark_echo_units:echo_unit"}}
+    options = {"factor": 3}
     seen: list[tuple[int, int]] = []
     engine = get_engine("spark", spark=spark)
     engine.progress_interval = 0.05
-    out = engine.run([_unit(i) for i in range(4)], options, progress=lambda d, t, r: seen.append((d, t)))
+    out = engine.run([_unit(i) for i in range(4)], options, progress=lambda d, t, r: seen.append((d, t)),
+                     functions={"test-echo": _spark_echo(spark)})
     assert seen and seen[-1] == (4, 4) and all(t == 4 and 0 <= d <= 4 for d, t in seen)
     assert [r["unit_id"] for r in out] == ["u0", "u1", "u2", "u3"]
     assert [r["status"] for r in out] == ["ok"] * 4
@@ -71,13 +82,10 @@ def test_serial_groups_keep_list_order_and_put_each_key_at_its_first_unit():
 def test_spark_engine_runs_the_units_of_one_serial_key_in_one_task_in_order(spark):
     """Two slots, two keys of three units each: the units of a key never overlap in time (one
     replacement in flight per partition), and the results come back in the units' order."""
-    from pathlib import Path
-
-    spark.sparkContext.addPyFile(str(Path(__file__).with_name("spark_echo_units.py")))
-    options = {"factor": 1, "sleep": 0.2, "unit_functions": {"test-echo": "spark_echo_units:echo_unit"}}
+    options = {"factor": 1, "sleep": 0.2}
     units = [Unit(kind="test-echo", id=f"u{i}", log_dir="/x", path=f"/x/{i}", size=i, serial_key=f"p{i % 2}")
              for i in range(6)]
-    out = get_engine("spark", spark=spark).run(units, options)
+    out = get_engine("spark", spark=spark).run(units, options, functions={"test-echo": _spark_echo(spark)})
     assert [r["unit_id"] for r in out] == [u.id for u in units]
     for key in (0, 1):
         mine = [r for i, r in enumerate(out) if i % 2 == key]

@@ -290,7 +290,7 @@ def test_case2_before_first_start_creates_the_metadata_partition(tmp_path, kraft
 
 
 def test_run_unit_inside_a_job_holding_the_lock(tmp_path, kraft):
-    """runtime/spark_app.py holds the log dirs' locks around the engine; run_unit in that same
+    """orchestration/spark_app.py holds the log dirs' locks around the engine; run_unit in that same
     process must work and must not drop the job's lock when it finishes."""
     from migration.logdir.model import is_locked
     from migration.runtime.engine import Unit

@@ -648,10 +648,10 @@ def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions
     units, opts = rd.read_job()
     eng = get_engine(engine, master=master, spark=spark)
     if options.dry_run:
-        results = eng.run(units, opts, progress)
+        results = eng.run(units, opts, progress, functions={UNIT_KIND: run_unit})
     else:
         # Hold the log dirs' locks while snapshots are written: a broker started by mistake refuses.
         with holding_locks(list(log_dirs), RunLock(run_id=rid, run_kind="tier-prepare")):
-            results = eng.run(units, opts, progress)
+            results = eng.run(units, opts, progress, functions={UNIT_KIND: run_unit})
     rd.write_results(results)
     return finalize_tier(rid)

@@ -882,6 +882,7 @@ def execute_unify(metadata_log_dirs: list[str | os.PathLike[str]], *, options: U
     prep["engine"] = engine
     rd.write_prepare(prep)
     units, job_options = rd.read_job()
-    results = get_engine(engine, master=master, spark=spark).run(units, job_options, progress)
+    results = get_engine(engine, master=master, spark=spark).run(units, job_options, progress,
+                                                                 functions={UNIT_KIND: run_unit})
     rd.write_results(results)
     return finalize_unify(rid)

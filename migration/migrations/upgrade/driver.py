@@ -334,7 +334,8 @@ def execute_upgrade(log_dirs: list[str], *, options: UpgradeOptions, engine: str
         run_lock(dirs, opts.get("target") or options.target, run_id)
     try:
         with holding_locks(dirs, lock):
-            results = get_engine(engine, master=master, spark=spark).run(units, opts, progress)
+            results = get_engine(engine, master=master, spark=spark).run(units, opts, progress,
+                                                                         functions={UNIT_KIND: run_unit})
     except Refused as exc:
         prep = rd.read_prepare()
         prep["refusal"] = str(exc)

@@ -108,5 +108,6 @@ def execute_preflight(brokers: dict[int, list[str]], *, run_id: str, engine: str
                       spark: Any = None, master: str | None = None) -> RunReport:
     rd = prepare_preflight(brokers, run_id=run_id)
     units, options = rd.read_job()
-    rd.write_results(get_engine(engine, spark=spark, master=master).run(units, options))
+    engine_ = get_engine(engine, spark=spark, master=master)
+    rd.write_results(engine_.run(units, options, functions={UNIT_KIND: run_validate_unit}))
     return finalize_preflight(run_id)

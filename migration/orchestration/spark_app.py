@@ -1,6 +1,6 @@
 """The Spark application every heavy task submits.
 
-    spark-submit --master local[2] migration/runtime/spark_app.py --job JOB.json --results OUT.json
+    spark-submit --master local[2] migration/orchestration/spark_app.py --job JOB.json --results OUT.json
 
 ``JOB.json`` holds ``{"units": [...], "options": {...}}`` written by the driver task; the
 results (one small document per unit) go to ``OUT.json`` via a temporary file, fsync, a rename
@@ -23,8 +23,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine", default="spark", choices=["spark", "inline"])
     args = ap.parse_args(argv)
 
+    from migration.migrations.tier import driver as tier
+    from migration.migrations.unify import driver as unify
+    from migration.migrations.upgrade import driver as upgrade
+    from migration.migrations.upgrade import preflight
     from migration.runtime.engine import Unit, get_engine
     from migration.runtime.safety import Refused, RunLock, holding_locks
+
+    # every kind of unit a DAG's Spark job may run, by the migration that defines it
+    functions = {upgrade.UNIT_KIND: upgrade.run_unit, preflight.UNIT_KIND: preflight.run_validate_unit,
+                 tier.UNIT_KIND: tier.run_unit, unify.UNIT_KIND: unify.run_unit}
 
     job = json.loads(Path(args.job).read_text())
     units = [Unit.model_validate(u) for u in job["units"]]
@@ -39,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # The process that rewrites holds the log dirs' locks, so no broker starts meanwhile.
         with holding_locks(lock_dirs, run_lock):
-            results = get_engine(args.engine).run(units, options)
+            results = get_engine(args.engine).run(units, options, functions=functions)
     except Refused as exc:
         results = [{"unit_id": u.id, "kind": u.kind, "status": "refused", "error": str(exc)} for u in units]
         _write(out, results)
