@@ -8,7 +8,7 @@ ControlRecordUtils)::
                    unknown type ids are UNKNOWN (readers ignore them)
     ABORT/COMMIT   value: version int16 (0), coordinator_epoch int32    6 bytes, non-flexible
                    at least 6 bytes, version >= 0; later versions and extra bytes are tolerated
-    LEADER_CHANGE    value: LeaderChangeMessage body                     (schemas/kafka, flexible)
+    LEADER_CHANGE    value: LeaderChangeMessage body                     (formats/schemas, flexible)
     SNAPSHOT_HEADER  value: SnapshotHeaderRecord body                    11 bytes
     SNAPSHOT_FOOTER  value: SnapshotFooterRecord body                    00 00 00
     KRAFT_VERSION    value: KRaftVersionRecord body                      5 bytes

@@ -18,7 +18,7 @@ A field is present at a version when that version is in its ``versions``; it is 
 that version when the version is also in ``taggedVersions``. Tagged fields equal to their
 default are not written; unknown tags are kept (or skipped) on read.
 
-Schemas live in ``schemas/kafka/*.json`` in the shape of Kafka's own message JSON files, plus
+Schemas live in ``migration/formats/schemas/*.json`` in the shape of Kafka's own message JSON files, plus
 the project attribute ``"sensitive": true`` for fields that hold secrets (see :func:`redact`).
 """
 
@@ -58,7 +58,8 @@ __all__ = [
     "write_unsigned_varint",
 ]
 
-DEFAULT_SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas" / "kafka"
+# package data: the definitions ship inside the wheel, next to this module
+DEFAULT_SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 # Lets a deployment whose package is not a source checkout (e.g. a zipped Spark dependency)
 # point the loader at a copy of the schema files.
 SCHEMA_DIR_ENV = "MIGRATION_KAFKA_SCHEMA_DIR"
@@ -1004,7 +1005,7 @@ class SchemaRegistry:
 
 
 def load_schemas(directory: str | os.PathLike[str] | None = None) -> SchemaRegistry:
-    """Load every ``*.json`` definition of ``directory`` (default: the project's schemas/kafka,
+    """Load every ``*.json`` definition of ``directory`` (default: the package's formats/schemas,
     or ``$MIGRATION_KAFKA_SCHEMA_DIR`` when set)."""
     if directory is None:
         directory = os.environ.get(SCHEMA_DIR_ENV) or DEFAULT_SCHEMA_DIR

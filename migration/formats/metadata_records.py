@@ -9,7 +9,7 @@ Value of every data record in ``__cluster_metadata`` and in KRaft checkpoints
     body            the record at that version, flexible encoding (message_schema, §6.4)
 
 No byte may follow the body ("garbage after"). The bodies come from the ``"type":
-"metadata"`` definitions in ``schemas/kafka``.
+"metadata"`` definitions in ``migration/formats/schemas``.
 """
 
 from __future__ import annotations

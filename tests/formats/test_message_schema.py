@@ -124,7 +124,7 @@ def test_uuid_string_form() -> None:
 
 
 def test_default_directory_and_required_schemas() -> None:
-    assert Path(__file__).resolve().parents[2] / "schemas" / "kafka" == DEFAULT_SCHEMA_DIR
+    assert Path(__file__).resolve().parents[2] / "migration" / "formats" / "schemas" == DEFAULT_SCHEMA_DIR
     expected = {
         0: "RegisterBrokerRecord",
         2: "TopicRecord",
