@@ -1,9 +1,9 @@
 """Fault injection for crash tests: ``KMIGRATE_FAULT_AT`` names where a run dies.
 
 Simple form, one rule: ``<point>:<count>`` kills this process with SIGKILL the ``count``-th
-time it reaches ``fault_point(<point>)``.
+time it reaches ``fault_point(<point>)``; ``<point>`` alone, the first time.
 
-Full form, rules separated by ``,``: ``<point>[@<unit>]:<count>[:<action>][+<after>]``
+Full form, rules separated by ``,``: ``<point>[@<unit>][:<count>[:<action>]][+<after>]``
 - ``@<unit>``: only hits while a unit whose id contains ``<unit>`` runs count;
 - ``<action>``: ``kill`` (SIGKILL this process, the default), ``killsession`` (SIGKILL every
   process of this session: the CLI driver, Spark's JVM and its Python workers at once, as a
@@ -35,8 +35,8 @@ ENV_FAULT_AT = "KMIGRATE_FAULT_AT"
 ENV_FAULT_DIR = "KMIGRATE_FAULT_DIR"
 AFTER_WAIT_S = 60.0
 
-_RULE = re.compile(r"^(?P<point>[\w.-]+)(?:@(?P<unit>[^:+]+))?:(?P<count>\d+)"
-                   r"(?::(?P<action>kill|killsession|pause\d+(?:\.\d+)?))?(?:\+(?P<after>[\w.-]+(?:@[^:+,]+)?))?$")
+_RULE = re.compile(r"^(?P<point>[\w.-]+)(?:@(?P<unit>[^:+]+))?(?::(?P<count>\d+)"
+                   r"(?::(?P<action>kill|killsession|pause\d+(?:\.\d+)?))?)?(?:\+(?P<after>[\w.-]+(?:@[^:+,]+)?))?$")
 
 _current_unit: contextvars.ContextVar[str] = contextvars.ContextVar("kmigrate_fault_unit", default="")
 _hits: dict[int, int] = {}
@@ -62,8 +62,8 @@ def parse_rules(spec: str) -> list[FaultRule]:
         m = _RULE.match(text)
         if m is None:
             raise ValueError(f"{ENV_FAULT_AT}: cannot read rule {text!r}; expected "
-                             "<point>[@<unit>]:<count>[:kill|killsession|pause<s>][+<point>[@<unit>]]")
-        rules.append(FaultRule(i, m["point"], m["unit"], int(m["count"]), m["action"] or "kill", m["after"]))
+                             "<point>[@<unit>][:<count>[:kill|killsession|pause<s>]][+<point>[@<unit>]]")
+        rules.append(FaultRule(i, m["point"], m["unit"], int(m["count"] or 1), m["action"] or "kill", m["after"]))
     return rules
 
 
@@ -134,6 +134,12 @@ def _act(action: str) -> None:
         time.sleep(float(action[len("pause"):]))
         return
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def armed(point: str) -> bool:
+    """Whether a rule names ``point`` (a writer may then make its partial state durable first,
+    so that the crash test sees what a power cut at that instant would leave)."""
+    return bool(os.environ.get(ENV_FAULT_AT)) and any(r.point == point for r in _rules())
 
 
 def fault_point(point: str) -> None:

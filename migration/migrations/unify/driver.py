@@ -29,7 +29,6 @@ import hashlib
 import logging
 import os
 import random
-import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -61,6 +60,8 @@ from migration.formats.model import Record
 from migration.formats.record_batch import RECORD_BATCH_OVERHEAD, encode_record
 from migration.logdir.model import LogDirLock, is_locked
 from migration.runtime.engine import Progress, Unit, get_engine
+from migration.runtime.faults import armed as faults_armed
+from migration.runtime.faults import fault_point
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused, check_backup_root, check_not_live
 from migration.settings import default_backup_root
@@ -73,7 +74,6 @@ FORMAT_ZERO = "zero-checkpoint"
 FORMAT_LOG = "metadata-log"
 FORMAT_RETIRED = "retired"
 BACKUP_SUBDIR = "unify-bootstrap"
-FAULT_ENV = "KMIGRATE_FAULT_AT"
 # Fault-injection points, in the order run_unit passes them (tests SIGKILL the process there).
 FAULT_POINTS = (
     "zero-backed-up",  # old zero checkpoint copied to the backup root
@@ -376,13 +376,6 @@ def detect_state(metadata_log_dir: str | os.PathLike[str]) -> UnifyState:
 # ---------------------------------------------------------------- writing
 
 
-def _fault(step: str) -> None:
-    """Fault injection for crash tests: SIGKILL this process at ``$KMIGRATE_FAULT_AT``."""
-    if os.environ.get(FAULT_ENV) == step:
-        log.warning("fault injection: killing the process at %s", step)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def _backup_dir(backup_root: Path, log_dir: Path, node_id: int | None) -> Path:
     key = hashlib.blake2b(str(log_dir).encode(), digest_size=6).hexdigest()
     return backup_root / BACKUP_SUBDIR / f"node-{node_id if node_id is not None else 'unknown'}-{key}"
@@ -411,10 +404,10 @@ def _backup_file(src: Path, dest: Path) -> Path:
 def _retire(path: Path, dest: Path) -> Path:
     """Move ``path`` to the backup root: durable verified copy first, then unlink."""
     kept = _backup_file(path, dest)
-    _fault("bootstrap-backed-up")
+    fault_point("bootstrap-backed-up")
     path.unlink()
     fsync_dir(path.parent)
-    _fault("bootstrap-retired")
+    fault_point("bootstrap-retired")
     return kept
 
 
@@ -450,22 +443,22 @@ def _write_zero(mdir: Path, data: bytes) -> Path:
         try:
             half = len(data) // 2
             _write_all(fd, memoryview(data)[:half])
-            if os.environ.get(FAULT_ENV) == "zero-part-partial":
+            if faults_armed("zero-part-partial"):
                 os.fsync(fd)  # the half-written file is what a kill mid-write leaves on disk
-            _fault("zero-part-partial")
+            fault_point("zero-part-partial")
             _write_all(fd, memoryview(data)[half:])
             os.fsync(fd)
         finally:
             os.close(fd)
         os.chmod(part, 0o444)
-        _fault("zero-part-written")
+        fault_point("zero-part-written")
         os.replace(part, final)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(part)
         raise
     fsync_dir(mdir)
-    _fault("zero-renamed")
+    fault_point("zero-renamed")
     return final
 
 
@@ -551,14 +544,9 @@ def run_unit(unit: Unit, options: dict[str, Any] | UnifyOptions) -> dict[str, An
 
 @contextlib.contextmanager
 def _holding_lock(log_dir: Path, opts: UnifyOptions) -> Iterator[bool]:
-    """Hold the log dir's ``.lock`` while working, unless this process already does (a job
-    runner holding it for its units): POSIX record locks belong to the process, so a second
-    descriptor's release would drop the runner's lock too."""
-    from migration.logdir.model import _HELD_LOCKS
-
-    if str((log_dir / names.LOCK_FILE).resolve()) in _HELD_LOCKS:
-        yield True
-        return
+    """Hold the log dir's ``.lock`` while working; when this process (a job runner holding it
+    for its units) or this job's driver holds it already, the hold is shared and its release
+    leaves their lock in place (see :class:`LogDirLock`)."""
     lock = LogDirLock(log_dir, job_owner_pid=opts.lock_owner_pid,
                       holder={"run_id": opts.run_id, "run_kind": "unify-bootstrap"})
     if not lock.acquire():
@@ -624,7 +612,7 @@ def _unify_locked(log_dir: Path, opts: UnifyOptions, started: float) -> dict[str
             old_bytes = zero_path.read_bytes()
             kept = _backup_file(zero_path, backup / names.METADATA_PARTITION_DIR / names.ZERO_CHECKPOINT_FILE)
             actions.append(f"kept the previous zero checkpoint as {kept}")
-            _fault("zero-backed-up")
+            fault_point("zero-backed-up")
         if not mdir.is_dir():
             # A static quorum that never started has no metadata partition yet; kafka-storage
             # format (KIP-1170) creates it with the zero checkpoint.
