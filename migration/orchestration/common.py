@@ -12,6 +12,7 @@ from typing import Any
 from migration.audit.model import RUN_ID_RE, ProgressPoint, RunKind, RunReport
 from migration.audit.store import ReportNotFound, ReportStore
 from migration.orchestration.cluster import ClusterDescription
+from migration.runtime.engine import SPARK_SETTINGS
 from migration.runtime.runs import RunDir
 from migration.settings import project_root
 
@@ -42,15 +43,9 @@ def spark_job_args(run_id: str) -> list[str]:
 
 
 def spark_conf() -> dict[str, str]:
-    """Spark settings for every submitted job: this interpreter for Python workers (it has the
-    project installed), no speculation (units rewrite files)."""
-    return {
-        "spark.pyspark.python": sys.executable,
-        "spark.pyspark.driver.python": sys.executable,
-        "spark.speculation": "false",
-        "spark.ui.enabled": "false",
-        "spark.task.maxFailures": "2",
-    }
+    """Spark settings for every submitted job: the engine's own (``SPARK_SETTINGS``) and this
+    interpreter for the Python workers (it has the project installed)."""
+    return {"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable, **SPARK_SETTINGS}
 
 
 def spark_env() -> dict[str, str]:

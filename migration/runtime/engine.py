@@ -96,6 +96,17 @@ def _execute_group_json(units_json: list[str], options_json: str, functions: Uni
     return [json.dumps(execute_unit(json.loads(u), options, functions), default=str) for u in units_json]
 
 
+# Spark settings of every kmigrate job, in-process or submitted: a unit rewrites files, so a task
+# never runs twice at once (no speculation) and is retried once; Python workers are reused.
+SPARK_SETTINGS: dict[str, str] = {
+    "spark.speculation": "false",
+    "spark.ui.enabled": "false",
+    "spark.task.maxFailures": "2",
+    "spark.python.worker.reuse": "true",
+    "spark.sql.shuffle.partitions": "4",
+}
+
+
 class Progress(Protocol):
     def __call__(self, done: int, total: int, result: dict[str, Any]) -> None: ...
 
@@ -130,14 +141,9 @@ def spark_session(master: str | None = None, app_name: str = "kmigrate"):  # noq
         # Under spark-submit (which sets the gateway port) the launcher's --master decides:
         # setting one here would silently turn a cluster job into a local one.
         builder = builder.master(master or os.environ.get("KMIGRATE_SPARK_MASTER", "local[*]"))
-    builder = (
-        builder.appName(app_name)
-        .config("spark.speculation", "false")  # a unit rewrites files: never run it twice at once
-        .config("spark.ui.enabled", "false")
-        .config("spark.task.maxFailures", "2")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.sql.shuffle.partitions", "4")
-    )
+    builder = builder.appName(app_name)
+    for key, value in SPARK_SETTINGS.items():
+        builder = builder.config(key, value)
     return builder.getOrCreate()
 
 
