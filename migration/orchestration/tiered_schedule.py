@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from migration.audit.model import RunKind, RunReport
 from migration.audit.store import ReportStore
+from migration.formats import names
 from migration.orchestration.common import load_cluster, merge_reports, run_id_for
 from migration.orchestration.incremental import begin_incremental, finish_incremental, load_plan, session_info
 from migration.runtime.runs import RunDir
@@ -99,8 +100,10 @@ def discover(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, 
 
 def verify(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """Independent check of the upload: list each partition's prefix and require, for every
-    closed segment, its .log, .indexes and .rsm-manifest, the .log as large as the segment."""
-    from migration.migrations.tier.s3 import make_client, s3_settings_from_airflow_connection
+    closed segment, its .log, .indexes and .rsm-manifest, the .log as large as the segment.
+    Objects are read through the S3 backend, keys made by the layout module only."""
+    from migration.migrations.tier import layout
+    from migration.migrations.tier.s3 import S3Hook, s3_settings_from_airflow_connection
 
     p = params_of(raw)
     rd = RunDir(broker_run_id(dag_run_id, broker_id))
@@ -109,24 +112,22 @@ def verify(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, An
     units, _ = rd.read_job()
     staged = {(r.get("topic"), r.get("partition"), s["unit"]) for r in rd.read_results()
               for s in r.get("segment_results", []) if s["status"] == "ok" and s["unit"].endswith(".log")}
-    s3 = make_client(s3_settings_from_airflow_connection(p.aws_conn_id))
+    store = S3Hook(s3_settings_from_airflow_connection(p.aws_conn_id), p.bucket)
     problems: list[str] = []
     verified = 0
     for u in units:
-        prefix = f"{p.prefix}{u.topic}-{u.params['topic_id']}/{u.partition}/"
-        sizes: dict[str, int] = {}
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=p.bucket, Prefix=prefix):
-            sizes.update({o["Key"][len(prefix):]: o["Size"] for o in page.get("Contents", [])})
+        assert u.topic is not None and u.partition is not None
+        prefix = layout.partition_prefix(p.prefix, u.topic, u.params["topic_id"], u.partition)
+        sizes = {o["Key"][len(prefix):]: o["Size"] for o in store.list_objects(prefix)}
         for seg in u.params["segments"][:-1]:  # the active segment is never staged
-            if (u.topic, u.partition, f"{seg['base_offset']:020d}.log") not in staged:
+            base = seg["base_offset"]
+            if (u.topic, u.partition, names.log_file_name(base)) not in staged:
                 continue  # reported as not staged, with its reason
-            stems = {k.rsplit(".", 1)[0] for k in sizes if k.startswith(f"{seg['base_offset']:020d}-")}
-            complete = [st for st in stems if all(f"{st}{x}" in sizes for x in (".log", ".indexes", ".rsm-manifest"))]
+            complete = layout.complete_stems(sizes, base)
             if len(complete) != 1:
-                problems.append(f"{prefix}{seg['base_offset']:020d}: {len(complete)} complete object sets")
-            elif sizes[f"{complete[0]}.log"] != seg["size"]:
-                problems.append(f"{prefix}{complete[0]}.log: {sizes[f'{complete[0]}.log']} bytes, segment "
-                                f"has {seg['size']}")
+                problems.append(f"{prefix}{layout.segment_stem_start(base)}*: {len(complete)} complete object sets")
+            elif (size := sizes[log_key := next(iter(complete.values()))]) != seg["size"]:
+                problems.append(f"{prefix}{log_key}: {size} bytes, segment has {seg['size']}")
             else:
                 verified += 1
     if problems:

@@ -486,3 +486,13 @@ def test_missing_or_empty_indexes_are_rebuilt_before_staging(sample_cluster, s3)
     objects = _objects(s3)
     assert _stem(sample_cluster, pdir, bases[0]) + ".rsm-manifest" in objects
     assert _stem(sample_cluster, pdir, bases[1]) + ".rsm-manifest" in objects
+
+
+def test_complete_stems_need_every_object_of_the_layout():
+    from migration.migrations.tier import layout
+
+    a, b = "00000000000000000005-AAAAAAAAAAAAAAAAAAAAAA", "00000000000000000005-BBBBBBBBBBBBBBBBBBBBBB"
+    keys = [a + ".log", a + ".indexes", a + ".rsm-manifest", b + ".log", b + ".indexes",
+            "00000000000000000050-CCCCCCCCCCCCCCCCCCCCCC.log"]
+    assert layout.complete_stems(keys, 5) == {a: a + ".log"}
+    assert layout.complete_stems(keys, 50) == {}

@@ -17,6 +17,7 @@ of the ``.log``, so a re-run finds its own objects and a changed segment gets ne
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -48,6 +49,21 @@ def object_stem(prefix: str, topic: str, topic_id: str, partition: int, base_off
     """The key without its suffix."""
     return f"{partition_prefix(prefix, topic, topic_id, partition)}{names.filename_prefix_from_offset(base_offset)}" \
            f"-{seg_uuid.to_string()}"
+
+
+def segment_stem_start(base_offset: int) -> str:
+    """How the stems of a segment's objects begin within its partition's prefix (the part
+    before the segment uuid, which depends on the segment's content)."""
+    return f"{names.filename_prefix_from_offset(base_offset)}-"
+
+
+def complete_stems(keys: Iterable[str], base_offset: int) -> dict[str, str]:
+    """Of the keys under one partition's prefix (relative to it), the stems of ``base_offset``
+    with every object of the layout (log, indexes, manifest), each with its ``.log`` key."""
+    keys = set(keys)
+    start = segment_stem_start(base_offset)
+    stems = {k[: -len(suffix)] for k in keys if k.startswith(start) for suffix in OBJECT_SUFFIXES if k.endswith(suffix)}
+    return {st: st + LOG_SUFFIX for st in sorted(stems) if all(st + s in keys for s in OBJECT_SUFFIXES)}
 
 
 def split_key(key: str) -> tuple[str, str] | None:
