@@ -32,7 +32,7 @@ from migration.migrations.common.index_repair import (
 )
 from migration.migrations.upgrade.rewrite import RewriteSpec, rewrite_segment
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _pdir(sample_cluster, partition: str) -> Path:

@@ -18,7 +18,7 @@ import pytest
 
 from migration.migrations.unify.driver import FAULT_POINTS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _cli(d: Path, backups: Path, tmp_path: Path, fault: str | None = None) -> subprocess.CompletedProcess:
