@@ -16,26 +16,9 @@ Three steps, shared by the CLI, the inline and Spark engines and the Airflow DAG
      stage each closed segment: ``.log``, ``.indexes``, verified, then ``.rsm-manifest`` last.
   3. :func:`finalize_tier` (driver): the run report and ``remote-log-segment-metadata.jsonl``.
 
-Publishing the metadata (not done here)
----------------------------------------
-Brokers serve remote segments only once ``__remote_log_metadata`` holds matching records.
-``remote-log-segment-metadata.jsonl`` in the run dir has one line per staged segment::
-
-    {"version": 1, "apiKey": 0, "topicIdPartition": "...", "record": {RemoteLogSegmentMetadataRecord}}
-
-``record`` uses the field names of Kafka's ``RemoteLogSegmentMetadataRecord.json`` with
-``RemoteLogSegmentState`` = 1 (COPY_SEGMENT_FINISHED). To register them, with the topic
-created with ``remote.storage.enable=true`` and the brokers' RemoteStorageManager pointing at
-the same bucket and prefix, an operator publishes, per line and per segment in offset order,
-what the topic-based metadata manager itself would write: a ``RemoteLogSegmentMetadataRecord``
-in state COPY_SEGMENT_STARTED (0) followed by a ``RemoteLogSegmentMetadataUpdateRecord`` with
-the same segment id, broker id and event timestamp in state COPY_SEGMENT_FINISHED (1),
-serialized with Kafka's ``RemoteLogMetadataSerde`` and produced to the partition of
-``__remote_log_metadata`` that ``RemoteLogMetadataTopicPartitioner.metadataPartition(topicIdPartition)``
-names (a small Java/Scala program on the broker classpath, e.g. via ``kafka-run-class``).
-Do it only while the partition's leader epoch cache still covers the segments' epochs, before
-local retention deletes the local copies, and never for segments a broker has already copied
-itself (its own segment ids differ: two copies would be served).
+The metadata brokers need to serve the staged segments is not published here: each run writes
+``remote-log-segment-metadata.jsonl`` (one ``RemoteLogSegmentMetadataRecord`` payload per staged
+segment, Kafka's field names); docs/operations.md says how an operator publishes it.
 """
 
 from __future__ import annotations
