@@ -25,21 +25,18 @@ from typing import ClassVar, Generic, NamedTuple, Self, TypeVar
 
 from migration.formats.errors import CorruptCheckpointError
 from migration.formats.fileio import BytesLike, StrPath, atomic_write, read_bytes
+from migration.formats.java_numbers import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, parse_java_int
 from migration.formats.names import TMP_FILE_SUFFIX
 
 CHECKPOINT_VERSION = 0
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # BufferedReader.readLine ends a line at \n, \r or \r\n.
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 # Java's \s: the separators Kafka's formatters split on.
 _JAVA_WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]+")
-_JAVA_INT = re.compile(r"^[+-]?[0-9]+$")
 # Significant digits of the longest int64: a longer number is out of range whatever its
 # digits (Python's int() refuses strings of more than 4300 digits; Java's parser takes any
 # number of leading zeros).
-_INT64_DIGITS = 19
 
 
 class TopicPartitionOffset(NamedTuple):
@@ -54,17 +51,6 @@ class EpochEntry(NamedTuple):
 
 
 E = TypeVar("E", TopicPartitionOffset, EpochEntry)
-
-
-def _java_int(text: str, lo: int, hi: int) -> int | None:
-    """``Integer.parseInt`` / ``Long.parseLong``: optional sign, ASCII digits, in range."""
-    if not _JAVA_INT.match(text):
-        return None
-    digits = text.lstrip("+-").lstrip("0")
-    if len(digits) > _INT64_DIGITS:
-        return None
-    value = -int(digits or "0") if text[0] == "-" else int(digits or "0")
-    return value if lo <= value <= hi else None
 
 
 def _java_split(line: str) -> list[str]:
@@ -137,7 +123,7 @@ class _CheckpointFile(ABC, Generic[E]):
 
         if not lines:
             return cls()
-        version = _java_int(lines[0][1], INT32_MIN, INT32_MAX)
+        version = parse_java_int(lines[0][1], INT32_MIN, INT32_MAX)
         if version is None:
             raise bad_line(0, "malformed version line", expected="an integer")
         if version != cls.VERSION:
@@ -150,7 +136,7 @@ class _CheckpointFile(ABC, Generic[E]):
             )
         if len(lines) == 1:
             return cls()
-        count = _java_int(lines[1][1], INT32_MIN, INT32_MAX)
+        count = parse_java_int(lines[1][1], INT32_MIN, INT32_MAX)
         if count is None:
             raise bad_line(1, "malformed entry count line", expected="an integer")
         entries: list[E] = []
@@ -193,8 +179,8 @@ class OffsetCheckpointFile(_CheckpointFile[TopicPartitionOffset]):
     def _parse_entry(cls, fields: list[str]) -> TopicPartitionOffset | None:
         if len(fields) != 3 or not fields[0]:
             return None
-        partition = _java_int(fields[1], INT32_MIN, INT32_MAX)
-        offset = _java_int(fields[2], INT64_MIN, INT64_MAX)
+        partition = parse_java_int(fields[1], INT32_MIN, INT32_MAX)
+        offset = parse_java_int(fields[2], INT64_MIN, INT64_MAX)
         if partition is None or offset is None:
             return None
         return TopicPartitionOffset(fields[0], partition, offset)
@@ -226,8 +212,8 @@ class LeaderEpochCheckpointFile(_CheckpointFile[EpochEntry]):
     def _parse_entry(cls, fields: list[str]) -> EpochEntry | None:
         if len(fields) != 2:
             return None
-        epoch = _java_int(fields[0], INT32_MIN, INT32_MAX)
-        start = _java_int(fields[1], INT64_MIN, INT64_MAX)
+        epoch = parse_java_int(fields[0], INT32_MIN, INT32_MAX)
+        start = parse_java_int(fields[1], INT64_MIN, INT64_MAX)
         if epoch is None or start is None:
             return None
         return EpochEntry(epoch, start)

@@ -20,7 +20,6 @@ continuations), which :func:`load_properties` implements.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,6 +27,7 @@ from typing import NamedTuple
 
 from migration.formats.errors import CorruptCheckpointError
 from migration.formats.fileio import BytesLike, StrPath, atomic_write, read_bytes
+from migration.formats.java_numbers import INT32_MAX, INT32_MIN, parse_java_int
 from migration.formats.kafka_uuid import Uuid
 from migration.formats.names import TMP_FILE_SUFFIX
 
@@ -41,24 +41,8 @@ META_PROPERTIES_V0 = 0
 META_PROPERTIES_V1 = 1
 
 _WHITESPACE = " \t\f"  # what the Java LineReader skips
-_JAVA_INT = re.compile(r"^[+-]?[0-9]+$")
-_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
-_INT32_DIGITS = 10  # significant digits of the longest int32
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-
-
-def _java_int32(text: str) -> int | None:
-    """``Integer.parseInt``: optional sign, ASCII digits (leading zeros allowed), in range;
-    None otherwise. A number of more digits than any int32 has is out of range without
-    converting it (Python's int() refuses strings of more than 4300 digits)."""
-    if not _JAVA_INT.fullmatch(text):
-        return None
-    digits = text.lstrip("+-").lstrip("0")
-    if len(digits) > _INT32_DIGITS:
-        return None
-    value = -int(digits or "0") if text[0] == "-" else int(digits or "0")
-    return value if _INT32_MIN <= value <= _INT32_MAX else None
 
 
 class Property(NamedTuple):
@@ -269,7 +253,7 @@ class MetaProperties:
             raise ValueError(f"unknown meta.properties version number {self.version}")
         if self.version == META_PROPERTIES_V1 and (self.cluster_id is None or self.node_id is None):
             raise ValueError("version 1 meta.properties needs cluster.id and node.id")
-        if self.node_id is not None and not _INT32_MIN <= self.node_id <= _INT32_MAX:
+        if self.node_id is not None and not INT32_MIN <= self.node_id <= INT32_MAX:
             raise ValueError(f"node id {self.node_id} is not an int32")
 
     @classmethod
@@ -289,14 +273,14 @@ class MetaProperties:
             if text is None:
                 fail(f"failed to find required property {key}", None)
                 raise AssertionError  # unreachable: fail raises
-            value = _java_int32(text)
+            value = parse_java_int(text)
             if value is None:
                 fail(f"unable to read {key} as a base-10 number", key, expected="an int32", found=text)
                 raise AssertionError  # unreachable: fail raises
             return value
 
         version_text = props.get(VERSION_PROP, str(META_PROPERTIES_V0)).strip()
-        parsed_version = _java_int32(version_text)
+        parsed_version = parse_java_int(version_text)
         if parsed_version is None:
             fail("invalid meta.properties version string", VERSION_PROP, expected="0 or 1", found=version_text)
             raise AssertionError  # unreachable: fail raises

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from migration.formats.errors import CorruptCheckpointError
 from migration.formats.fileio import BytesLike, StrPath, atomic_write, read_bytes
+from migration.formats.java_numbers import parse_java_int
 from migration.formats.kafka_uuid import ZERO_UUID, Uuid
 from migration.formats.names import TMP_FILE_SUFFIX
 
@@ -23,21 +24,6 @@ PARTITION_METADATA_VERSION = 0
 
 _SEPARATOR = re.compile(r":[ \t\n\x0b\f\r]+")  # Java's ":\s+"
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
-_JAVA_INT = re.compile(r"^[+-]?[0-9]+$")
-_INT32_DIGITS = 10  # significant digits of the longest int32
-
-
-def _java_int32(text: str) -> int | None:
-    """``Integer.parseInt``: optional sign, ASCII digits (leading zeros allowed), in range;
-    None otherwise. A number of more digits than any int32 has is out of range without
-    converting it (Python's int() refuses strings of more than 4300 digits)."""
-    if not _JAVA_INT.fullmatch(text):
-        return None
-    digits = text.lstrip("+-").lstrip("0")
-    if len(digits) > _INT32_DIGITS:
-        return None
-    value = -int(digits or "0") if text[0] == "-" else int(digits or "0")
-    return value if -(1 << 31) <= value < 1 << 31 else None
 
 
 @dataclass(frozen=True)
@@ -70,7 +56,7 @@ class PartitionMetadataFile:
                 "malformed line in partition metadata file at line 1",
                 path=path, position=0, expected="version: <int>", found=repr(lines[0][1]),
             )
-        version = _java_int32(version_parts[1])
+        version = parse_java_int(version_parts[1])
         if version is None or version < 0:
             raise CorruptCheckpointError(
                 "unrecognized version of partition metadata file at line 1",
