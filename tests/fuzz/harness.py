@@ -331,6 +331,20 @@ class Target:
             self.seed_check(data, name)  # a seed must be valid: mutations start from real files
         self.check(name, data)
 
+    def tests(self) -> tuple[Callable[..., None], Callable[[], None]]:
+        """The two pytest tests of a target module: ``test_corpus, test_fuzz = TARGET.tests()``
+        (replay each corpus file; fuzz for the profile's budget)."""
+        import pytest
+
+        @pytest.mark.parametrize("name", self.corpus_names())
+        def test_corpus(name: str) -> None:
+            self.replay(name)
+
+        def test_fuzz() -> None:
+            self.fuzz()
+
+        return test_corpus, test_fuzz
+
     # -- generation
 
     def inputs(self) -> st.SearchStrategy[tuple[str, bytes]]:

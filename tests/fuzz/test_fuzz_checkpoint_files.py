@@ -4,8 +4,6 @@ that parses must write back to text that parses to the same entries."""
 
 from __future__ import annotations
 
-import pytest
-
 from fuzz.harness import Target, attempt
 from migration.formats.checkpoint_files import (
     LeaderEpochCheckpointFile,
@@ -42,10 +40,4 @@ def hot(data: bytes) -> list[int]:
 TARGET = Target("checkpoint_files", run, hot=hot, quick_examples=900, seed_check=seed_check)
 
 
-@pytest.mark.parametrize("name", TARGET.corpus_names())
-def test_corpus(name):
-    TARGET.replay(name)
-
-
-def test_fuzz():
-    TARGET.fuzz()
+test_corpus, test_fuzz = TARGET.tests()

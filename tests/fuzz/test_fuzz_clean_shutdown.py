@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from fuzz.harness import Target, attempt
 from migration.formats.clean_shutdown import CleanShutdownFile
 
@@ -20,10 +18,4 @@ TARGET = Target("clean_shutdown", run, hot=lambda d: [i for i, b in enumerate(d)
                 quick_examples=1200, seed_check=seed_check)
 
 
-@pytest.mark.parametrize("name", TARGET.corpus_names())
-def test_corpus(name):
-    TARGET.replay(name)
-
-
-def test_fuzz():
-    TARGET.fuzz()
+test_corpus, test_fuzz = TARGET.tests()

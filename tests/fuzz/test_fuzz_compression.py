@@ -4,8 +4,6 @@ the codec and the magic (``lz4.v0``); every input also goes through the other co
 
 from __future__ import annotations
 
-import pytest
-
 from fuzz.harness import Target, attempt
 from migration.formats.compression import compress, decompress
 from migration.formats.model import Compression
@@ -42,10 +40,4 @@ def hot(data: bytes) -> list[int]:
 TARGET = Target("compression", run, hot=hot, quick_examples=800, seed_check=seed_check)
 
 
-@pytest.mark.parametrize("name", TARGET.corpus_names())
-def test_corpus(name):
-    TARGET.replay(name)
-
-
-def test_fuzz():
-    TARGET.fuzz()
+test_corpus, test_fuzz = TARGET.tests()

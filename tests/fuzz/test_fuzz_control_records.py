@@ -4,8 +4,6 @@ a length byte, the key (0xFF: a null key), then the value."""
 
 from __future__ import annotations
 
-import pytest
-
 from fuzz.harness import Target, attempt
 from migration.formats.control_records import (
     CONTROL_VALUE_SCHEMAS,
@@ -49,10 +47,4 @@ TARGET = Target("control_records", run, hot=lambda d: list(range(min(len(d), 12)
                 seed_check=seed_check)
 
 
-@pytest.mark.parametrize("name", TARGET.corpus_names())
-def test_corpus(name):
-    TARGET.replay(name)
-
-
-def test_fuzz():
-    TARGET.fuzz()
+test_corpus, test_fuzz = TARGET.tests()

@@ -5,8 +5,6 @@ name, so the snapshot epoch and the bootstrap rules follow it."""
 
 from __future__ import annotations
 
-import pytest
-
 from fuzz.harness import Target, attempt, fix_crcs, fix_frame_lengths, fix_lengths_and_crcs, frame_hot
 from fuzz.readers import scratch_dir
 from migration.formats.kraft_checkpoint import read_checkpoint
@@ -35,10 +33,4 @@ TARGET = Target("kraft_checkpoint", run, fixups=(fix_frame_lengths, fix_crcs, fi
                 hot=frame_hot, quick_examples=550, seed_check=seed_check)
 
 
-@pytest.mark.parametrize("name", TARGET.corpus_names())
-def test_corpus(name):
-    TARGET.replay(name)
-
-
-def test_fuzz():
-    TARGET.fuzz()
+test_corpus, test_fuzz = TARGET.tests()

@@ -9,8 +9,6 @@ from __future__ import annotations
 import struct
 import zlib
 
-import pytest
-
 from fuzz.harness import Target
 from fuzz.readers import read_segment
 from migration.formats import compression as codecs
@@ -77,10 +75,4 @@ def hot(data: bytes) -> list[int]:
 TARGET = Target("legacy_inner", run, hot=hot, quick_examples=550, seed_check=seed_check)
 
 
-@pytest.mark.parametrize("name", TARGET.corpus_names())
-def test_corpus(name):
-    TARGET.replay(name)
-
-
-def test_fuzz():
-    TARGET.fuzz()
+test_corpus, test_fuzz = TARGET.tests()

@@ -3,8 +3,6 @@ escapes, continuation lines; then Kafka's MetaProperties rules)."""
 
 from __future__ import annotations
 
-import pytest
-
 from fuzz.harness import Target, attempt
 from migration.formats.meta_properties import MetaProperties, load_properties, parse_properties
 
@@ -28,10 +26,4 @@ def hot(data: bytes) -> list[int]:
 TARGET = Target("meta_properties", run, hot=hot, quick_examples=600, seed_check=seed_check)
 
 
-@pytest.mark.parametrize("name", TARGET.corpus_names())
-def test_corpus(name):
-    TARGET.replay(name)
-
-
-def test_fuzz():
-    TARGET.fuzz()
+test_corpus, test_fuzz = TARGET.tests()

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from fuzz.harness import Target, attempt
 from migration.formats.message_schema import default_registry, redact
 from migration.formats.metadata_records import decode_metadata_record, encode_metadata_record, metadata_schema
@@ -40,10 +38,4 @@ TARGET = Target("metadata_records", run, hot=lambda d: list(range(min(len(d), 8)
                 seed_check=seed_check)
 
 
-@pytest.mark.parametrize("name", TARGET.corpus_names())
-def test_corpus(name):
-    TARGET.replay(name)
-
-
-def test_fuzz():
-    TARGET.fuzz()
+test_corpus, test_fuzz = TARGET.tests()

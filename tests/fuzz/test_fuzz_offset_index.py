@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from fuzz.harness import Target, attempt
 from fuzz.readers import scratch_dir
 from migration.formats.offset_index import OffsetIndex
@@ -39,10 +37,4 @@ TARGET = Target("offset_index", run, hot=lambda d: list(range(0, len(d), 4)), qu
                 seed_check=seed_check)
 
 
-@pytest.mark.parametrize("name", TARGET.corpus_names())
-def test_corpus(name):
-    TARGET.replay(name)
-
-
-def test_fuzz():
-    TARGET.fuzz()
+test_corpus, test_fuzz = TARGET.tests()

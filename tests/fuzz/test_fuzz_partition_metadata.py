@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from fuzz.harness import Target, attempt
 from migration.formats.partition_metadata import PartitionMetadataFile
 
@@ -25,10 +23,4 @@ def hot(data: bytes) -> list[int]:
 TARGET = Target("partition_metadata", run, hot=hot, quick_examples=1200, seed_check=seed_check)
 
 
-@pytest.mark.parametrize("name", TARGET.corpus_names())
-def test_corpus(name):
-    TARGET.replay(name)
-
-
-def test_fuzz():
-    TARGET.fuzz()
+test_corpus, test_fuzz = TARGET.tests()

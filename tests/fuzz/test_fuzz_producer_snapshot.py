@@ -7,7 +7,6 @@ from __future__ import annotations
 import struct
 
 import crc32c
-import pytest
 
 from fuzz.harness import Target, attempt
 from fuzz.readers import scratch_dir
@@ -56,10 +55,4 @@ TARGET = Target("producer_snapshot", run, fixups=(fix_crc, fix_count_and_crc), h
                 seed_check=seed_check)
 
 
-@pytest.mark.parametrize("name", TARGET.corpus_names())
-def test_corpus(name):
-    TARGET.replay(name)
-
-
-def test_fuzz():
-    TARGET.fuzz()
+test_corpus, test_fuzz = TARGET.tests()

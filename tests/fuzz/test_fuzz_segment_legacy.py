@@ -3,8 +3,6 @@ offsets, LogAppendTime, a mixed-magic segment) read through FileRecords, then de
 
 from __future__ import annotations
 
-import pytest
-
 from fuzz.harness import Target, fix_crcs, fix_frame_lengths, fix_lengths_and_crcs, frame_hot
 from fuzz.readers import read_segment
 from migration.formats.file_records import iterate_batches
@@ -24,10 +22,4 @@ TARGET = Target("segment_legacy", run, fixups=(fix_frame_lengths, fix_crcs, fix_
                 quick_examples=800, seed_check=seed_check)
 
 
-@pytest.mark.parametrize("name", TARGET.corpus_names())
-def test_corpus(name):
-    TARGET.replay(name)
-
-
-def test_fuzz():
-    TARGET.fuzz()
+test_corpus, test_fuzz = TARGET.tests()

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from fuzz.harness import Target, attempt
 from fuzz.readers import scratch_dir
 from migration.formats.transaction_index import TransactionIndex
@@ -43,10 +41,4 @@ def hot(data: bytes) -> list[int]:
 TARGET = Target("txn_index", run, hot=hot, quick_examples=350, seed_check=seed_check)
 
 
-@pytest.mark.parametrize("name", TARGET.corpus_names())
-def test_corpus(name):
-    TARGET.replay(name)
-
-
-def test_fuzz():
-    TARGET.fuzz()
+test_corpus, test_fuzz = TARGET.tests()

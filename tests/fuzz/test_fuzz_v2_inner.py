@@ -9,7 +9,6 @@ from __future__ import annotations
 import struct
 
 import crc32c
-import pytest
 
 from fuzz.harness import Target
 from fuzz.readers import read_segment
@@ -59,10 +58,4 @@ def hot(data: bytes) -> list[int]:
 TARGET = Target("v2_inner", run, hot=hot, quick_examples=600, seed_check=seed_check)
 
 
-@pytest.mark.parametrize("name", TARGET.corpus_names())
-def test_corpus(name):
-    TARGET.replay(name)
-
-
-def test_fuzz():
-    TARGET.fuzz()
+test_corpus, test_fuzz = TARGET.tests()

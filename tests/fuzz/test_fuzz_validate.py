@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
-
 from fuzz.harness import Target, fix_crcs, fix_lengths_and_crcs, frame_hot
 from fuzz.readers import scratch_dir
 from migration.logdir.validation import validate_file, validate_paths
@@ -48,10 +46,4 @@ TARGET = Target("validate", run, fixups=(fix_crcs, fix_lengths_and_crcs), hot=fr
                 seed_check=seed_check)
 
 
-@pytest.mark.parametrize("name", TARGET.corpus_names())
-def test_corpus(name):
-    TARGET.replay(name)
-
-
-def test_fuzz():
-    TARGET.fuzz()
+test_corpus, test_fuzz = TARGET.tests()
