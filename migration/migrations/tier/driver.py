@@ -492,9 +492,10 @@ def run_unit(unit: Unit, options: dict[str, Any] | TierOptions) -> dict[str, Any
             status, record, warns = _stage_segment(hook, ctx, plan, shas[plan.base])
             if record is not None:
                 records.append({**record, "newlyStaged": status is UnitStatus.OK})
-            results.append(_segment_result(plan, pdir, status, started=seg_started, warnings=[
-                Finding(code="INDEX_REBUILT", message="offset and time index rebuilt with Kafka's rules before "
-                        "staging: " + "; ".join(f"{f.code}: {f.message}" for f in repairs))] * bool(repairs) + warns))
+            if repairs:
+                warns = [Finding(code="INDEX_REBUILT", message="offset and time index rebuilt with Kafka's rules "
+                                 "before staging: " + "; ".join(f"{f.code}: {f.message}" for f in repairs)), *warns]
+            results.append(_segment_result(plan, pdir, status, started=seg_started, warnings=warns))
         except _NotStageable as exc:
             failed_at = plan.base
             results.append(_segment_result(plan, pdir, UnitStatus.FAILED, started=seg_started,

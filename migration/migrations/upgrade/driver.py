@@ -35,7 +35,7 @@ from migration.logdir.validate import ValidationResult, validate_segment
 from migration.migrations.common.backup import drop_backups, unit_backups, write_backup_manifest
 from migration.migrations.common.index_repair import rebuild_reasons
 from migration.migrations.common.replace import remove_cleaned_in_range
-from migration.migrations.upgrade.journal import JOURNAL_DIR, JournalState, UnitJournal, load_journal
+from migration.migrations.upgrade.journal import IN_FLIGHT, JOURNAL_DIR, JournalState, UnitJournal, load_journal
 from migration.migrations.upgrade.options import UpgradeOptions
 from migration.migrations.upgrade.unit import rollback_unit, run_unit
 from migration.runtime.engine import Progress, Unit, get_engine
@@ -121,8 +121,7 @@ def _runs_in_flight(partition_dirs: set[str]) -> list[str]:
             j = UnitJournal.model_validate_json(jf.read_text())
         except (OSError, ValueError):
             continue
-        if j.partition_dir in partition_dirs and j.state in (JournalState.STARTED, JournalState.CLEANED,
-                                                              JournalState.ROLLING_BACK):
+        if j.partition_dir in partition_dirs and j.state in IN_FLIGHT:
             found.add(jf.parent.parent.name)
     return sorted(found)
 
@@ -414,7 +413,7 @@ def commit_run(run_id: str) -> RunReport:
     unfinished = []
     for u in units:
         j = load_journal(opts["run_dir"], u.id)
-        if j is not None and j.state in (JournalState.STARTED, JournalState.CLEANED, JournalState.ROLLING_BACK):
+        if j is not None and j.state in IN_FLIGHT:
             unfinished.append(f"{u.path} ({j.state.value})")
     if unfinished:
         return _refused_report(RunKind.COMMIT, report_id, "units still in progress, their backups are needed: "

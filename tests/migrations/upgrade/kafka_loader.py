@@ -127,3 +127,9 @@ def read_partition(partition_dir: str | os.PathLike[str]) -> list[tuple]:
 def read_log_dir(log_dir: str | os.PathLike[str]) -> dict[str, list[tuple]]:
     return {p.name: read_partition(p) for p in sorted(Path(log_dir).iterdir())
             if p.is_dir() and "-" in p.name and not p.name.startswith("__")}
+
+
+def read_log_dir_records(log_dir: str | os.PathLike[str]) -> dict[str, list[tuple]]:
+    """(offset, key, value, headers) of every record per partition: what a migration must
+    keep exactly once. Timestamps are left out (v0 has none: None before a v2 rewrite, -1 after)."""
+    return {p: [(o, k, v, h) for o, _, k, v, h in recs] for p, recs in read_log_dir(log_dir).items()}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import tree_state
-from kafka_loader import read_log_dir, simulate_log_dir_startup
+from kafka_loader import read_log_dir, read_log_dir_records, simulate_log_dir_startup
 
 from migration.migrations.common.backup import DISPLACED_DIR
 from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, rollback_run
@@ -110,9 +110,6 @@ def test_rollback_after_kafka_loaded_a_finished_upgrade_keeps_what_is_in_the_way
     assert again.exit_code() == 0 and tree_state(log_dir) == originals
 
 
-def _records(log_dir: Path) -> dict[str, list[tuple]]:
-    return {p: [(o, k, v, h) for o, _, k, v, h in recs] for p, recs in read_log_dir(log_dir).items()}
-
 
 @pytest.mark.parametrize("fault", ["rollback-staged:2", "swap-rename@legacy-v0-0:1", "old-deleted:3",
                                    "swap-final:2", "deleted-remove:1"])
@@ -120,7 +117,7 @@ def test_rollback_killed_midway_then_kafka_load_and_rollback_again(log_dir, priv
     """The rollback itself dies (SIGKILL) at a point of its replace protocol: Kafka loads every
     record exactly once from what it left, and the same rollback, run again, finishes."""
     originals = tree_state(log_dir)
-    expected = _records(log_dir)
+    expected = read_log_dir_records(log_dir)
     run_id = f"rb-killed-{fault.split(':')[0].split('@')[0]}"
     report = execute_upgrade([str(log_dir)], options=UpgradeOptions(target="v2", segment_bytes=SEGMENT_BYTES),
                              engine="inline", run_id=run_id)
@@ -131,7 +128,7 @@ def test_rollback_killed_midway_then_kafka_load_and_rollback_again(log_dir, priv
     kafka_view = tmp_path / "kafka-view"
     shutil.copytree(log_dir, kafka_view, copy_function=shutil.copy2)
     simulate_log_dir_startup(kafka_view)
-    assert _records(kafka_view) == expected
+    assert read_log_dir_records(kafka_view) == expected
     # the next command names the interrupted rollback; running it again finishes
     blocked = execute_upgrade([str(log_dir)], options=UpgradeOptions(target="v2"), engine="inline")
     assert blocked.exit_code() == 3 and f"kmigrate rollback {run_id}" in blocked.refusal

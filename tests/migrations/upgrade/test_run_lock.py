@@ -18,16 +18,11 @@ from pathlib import Path
 
 import pytest
 from conftest import tree_state
-from kafka_loader import read_log_dir
+from kafka_loader import read_log_dir_records
 from support.lock_holders import PY_HOLDER, hold
 
 from migration.logdir.model import LockHolder, LockState, _holder_file, lock_status, process_start
 from migration.runtime.safety import Refused, check_not_live
-
-
-def _records(log_dir: Path) -> dict[str, list[tuple]]:
-    """Offsets, keys, values, headers (v0 timestamps read as None before and -1 after v2)."""
-    return {p: [(o, k, v, h) for o, _, k, v, h in recs] for p, recs in read_log_dir(log_dir).items()}
 
 
 def _kmigrate(args: list[str], out: Path, **kw) -> subprocess.CompletedProcess[str]:  # noqa: ANN003
@@ -57,7 +52,7 @@ def _cleaned_journal(out: Path, run_id: str) -> bool:
 def test_second_process_refused_then_killed_run_named_and_resumed(sample_cluster_template, tmp_path, private_out):
     log_dir = tmp_path / "kafka-logs"
     shutil.copytree(sample_cluster_template.broker_log_dirs[1], log_dir, copy_function=shutil.copy2)
-    expected = _records(log_dir)
+    expected = read_log_dir_records(log_dir)
     env = os.environ | {"KMIGRATE_OUT": str(private_out), "KMIGRATE_REPORT_ROOT": str(private_out / "reports"),
                         "KMIGRATE_BACKUP_ROOT": str(private_out / "backups"), "PYTHONPATH": str(Path.cwd()),
                         "KMIGRATE_FAULT_AT": "journal-cleaned:2:pause120", "KMIGRATE_FAULT_DIR": str(tmp_path)}
@@ -93,7 +88,7 @@ def test_second_process_refused_then_killed_run_named_and_resumed(sample_cluster
     assert resume is not None, text
     done = _kmigrate(shlex.split(resume.group(1))[1:], private_out)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _records(log_dir) == expected
+    assert read_log_dir_records(log_dir) == expected
     assert lock_status(log_dir).holder is None  # released: no record left behind
 
 
@@ -131,3 +126,10 @@ def test_stale_records_never_block_or_mislead(tmp_path, private_out):
         check_not_live([log_dir], run_id="new")
     assert check_not_live([log_dir], run_id="old") == []
     assert check_not_live([log_dir], resolves="old") == []
+
+
+def test_the_upgrade_journal_and_the_runtime_agree_on_what_is_in_flight():
+    from migration.migrations.upgrade.journal import IN_FLIGHT
+    from migration.runtime.runs import IN_FLIGHT_STATES
+
+    assert {s.value for s in IN_FLIGHT} == IN_FLIGHT_STATES

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kafka_loader import read_log_dir, simulate_log_dir_startup
+from kafka_loader import read_log_dir_records, simulate_log_dir_startup
 
 from migration.logdir.validation import validate_paths
 from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade
@@ -40,14 +40,10 @@ FAULTS = [
 ]
 
 
-def _records(log_dir: Path) -> dict[str, list[tuple]]:
-    """Offsets, keys, values, headers (what must survive a crash exactly once)."""
-    return {p: [(o, k, v, h) for o, _, k, v, h in recs] for p, recs in read_log_dir(log_dir).items()}
-
 
 @pytest.fixture(scope="module")
 def expected(sample_cluster_template) -> dict[str, list[tuple]]:
-    return _records(sample_cluster_template.broker_log_dirs[1])
+    return read_log_dir_records(sample_cluster_template.broker_log_dirs[1])
 
 
 @pytest.mark.parametrize(("step", "count"), FAULTS, ids=[f"{s}:{c}" for s, c in FAULTS])
@@ -66,7 +62,7 @@ def test_sigkill_then_kafka_load_and_rerun(sample_cluster_template, tmp_path, pr
     kafka_view = tmp_path / "kafka-view"
     shutil.copytree(log_dir, kafka_view, copy_function=shutil.copy2)
     simulate_log_dir_startup(kafka_view)
-    assert _records(kafka_view) == expected
+    assert read_log_dir_records(kafka_view) == expected
     res = validate_paths([str(kafka_view)])
     assert not [f for f in res.problems if f.code in ("corrupt-batch", "offset-order", "trailing-bytes")]
 
@@ -75,7 +71,7 @@ def test_sigkill_then_kafka_load_and_rerun(sample_cluster_template, tmp_path, pr
                              engine="inline", run_id=run_id)
     assert report.exit_code() == 0, [u for *_, u in report.problem_units()]
     assert report.totals.digest_mismatches == 0
-    assert _records(log_dir) == expected
+    assert read_log_dir_records(log_dir) == expected
     res = validate_paths([str(log_dir)])
     assert res.ok, [str(f) for f in res.problems]
     assert not [f for f in res.findings if f.code == "leftover-file"]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from conftest import tree_state
-from kafka_loader import read_log_dir, simulate_log_dir_startup
+from kafka_loader import read_log_dir_records, simulate_log_dir_startup
 
 from migration.logdir.validation import validate_paths
 from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, rollback_run
@@ -56,14 +56,11 @@ SCENARIOS = [
 ]
 
 
-def _records(log_dir: Path) -> dict[str, list[tuple]]:
-    return {p: [(o, k, v, h) for o, _, k, v, h in recs] for p, recs in read_log_dir(log_dir).items()}
-
 
 @pytest.fixture(scope="module")
 def source(sample_cluster_template) -> tuple[Path, dict[str, list[tuple]]]:
     src = sample_cluster_template.broker_log_dirs[1]
-    return src, _records(src)
+    return src, read_log_dir_records(src)
 
 
 def _wait_session_gone(sid: int, timeout: float = 20.0) -> bool:
@@ -90,17 +87,13 @@ def _restore(paths: dict[str, Path], frm: Path) -> None:
         shutil.copytree(frm / name, p, copy_function=shutil.copy2)
 
 
-def _originals(src: Path) -> dict:
-    return {k: v for k, v in tree_state(src).items()}
-
-
 @pytest.mark.parametrize(("name", "faults"), SCENARIOS, ids=[s[0] for s in SCENARIOS])
 def test_spark_upgrade_killed_then_kafka_load_rollback_and_rerun(source, tmp_path, private_out, name,
                                                                  faults) -> None:
     src, expected = source
     log_dir = tmp_path / "kafka-logs"
     shutil.copytree(src, log_dir, copy_function=shutil.copy2)
-    originals = _originals(log_dir)
+    originals = tree_state(log_dir)
     run_id = f"spark-crash-{name}"
     fault_dir = tmp_path / "faults"
     fault_dir.mkdir()
@@ -124,7 +117,7 @@ def test_spark_upgrade_killed_then_kafka_load_rollback_and_rerun(source, tmp_pat
 
     # (a) Kafka starts on the crashed log dir: every record exactly once.
     simulate_log_dir_startup(log_dir)
-    assert _records(log_dir) == expected
+    assert read_log_dir_records(log_dir) == expected
     res = validate_paths([str(log_dir)])
     assert not [f for f in res.problems if f.code in ("corrupt-batch", "offset-order", "trailing-bytes")]
 
@@ -139,7 +132,7 @@ def test_spark_upgrade_killed_then_kafka_load_rollback_and_rerun(source, tmp_pat
     _restore(run_state, tmp_path / "run-state")
     report = execute_upgrade([str(log_dir)], options=UpgradeOptions(target="v2"), engine="inline", run_id=run_id)
     assert report.exit_code() == 0, [(u.path, [e.message for e in u.errors]) for *_, u in report.problem_units()]
-    assert _records(log_dir) == expected
+    assert read_log_dir_records(log_dir) == expected
     res = validate_paths([str(log_dir)])
     assert res.ok, [str(f) for f in res.problems]
     assert not [f for f in res.findings if f.code == "leftover-file"]
