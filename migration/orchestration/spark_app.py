@@ -15,6 +15,18 @@ import os
 import sys
 from pathlib import Path
 
+from migration.formats.fileio import atomic_write
+from migration.migrations.tier import driver as tier
+from migration.migrations.unify import driver as unify
+from migration.migrations.upgrade import driver as upgrade
+from migration.migrations.upgrade import preflight
+from migration.runtime.engine import Unit, get_engine
+from migration.runtime.safety import Refused, RunLock, holding_locks
+
+# every kind of unit a DAG's Spark job may run, by the migration that defines it
+UNIT_FUNCTIONS = {upgrade.UNIT_KIND: upgrade.run_unit, preflight.UNIT_KIND: preflight.run_validate_unit,
+                  tier.UNIT_KIND: tier.run_unit, unify.UNIT_KIND: unify.run_unit}
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="spark_app")
@@ -22,17 +34,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", required=True)
     ap.add_argument("--engine", default="spark", choices=["spark", "inline"])
     args = ap.parse_args(argv)
-
-    from migration.migrations.tier import driver as tier
-    from migration.migrations.unify import driver as unify
-    from migration.migrations.upgrade import driver as upgrade
-    from migration.migrations.upgrade import preflight
-    from migration.runtime.engine import Unit, get_engine
-    from migration.runtime.safety import Refused, RunLock, holding_locks
-
-    # every kind of unit a DAG's Spark job may run, by the migration that defines it
-    functions = {upgrade.UNIT_KIND: upgrade.run_unit, preflight.UNIT_KIND: preflight.run_validate_unit,
-                 tier.UNIT_KIND: tier.run_unit, unify.UNIT_KIND: unify.run_unit}
 
     job = json.loads(Path(args.job).read_text())
     units = [Unit.model_validate(u) for u in job["units"]]
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # The process that rewrites holds the log dirs' locks, so no broker starts meanwhile.
         with holding_locks(lock_dirs, run_lock):
-            results = get_engine(args.engine).run(units, options, functions=functions)
+            results = get_engine(args.engine).run(units, options, functions=UNIT_FUNCTIONS)
     except Refused as exc:
         results = [{"unit_id": u.id, "kind": u.kind, "status": "refused", "error": str(exc)} for u in units]
         _write(out, results)
@@ -60,8 +61,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(out: Path, results: list) -> None:
-    from migration.formats.fileio import atomic_write
-
     # durable: a resume or finalize reads it after whatever happens to this host next
     atomic_write(out, json.dumps({"results": results}, default=str).encode(), tmp_suffix=".tmp")
 
