@@ -36,6 +36,9 @@ with DAG(
         "dry_run": Param(True, type="boolean", description="Plan and report only; change nothing"),
         "stamp_v0_with_mtime": Param(False, type="boolean",
                                      description="Stamp v0 messages with the segment mtime as LogAppendTime"),
+        "assign_leader_epoch": Param(False, type="boolean",
+                                     description="With v2: give data written before KIP-101 leader epoch 0 from the "
+                                                 "log start offset, so tiered storage can take it"),
         "approval": Param("human", enum=["human", "auto"],
                           description="'human': wait for an operator after the canary; 'auto' for tests/demos"),
     },

@@ -37,6 +37,9 @@ with DAG(
         "budget_segments": Param(None, type=["null", "integer"], description="Max segments per broker per run"),
         "dry_run": Param(False, type="boolean"),
         "snapshots_only": Param(False, type="boolean", description="Write producer snapshots, upload nothing"),
+        "assign_leader_epoch": Param(False, type="boolean",
+                                     description="Give data written before KIP-101 leader epoch 0 from the log "
+                                                 "start offset, so its segments can be tiered"),
     },
 ) as dag:
 

@@ -41,6 +41,9 @@ def tier_prepare(
                                                      help="Use multipart uploads from this size on.")] = 8 << 20,
     broker_id: Annotated[int | None, typer.Option("--broker-id", help="Override meta.properties' node id.")] = None,
     run_id: Annotated[str | None, typer.Option("--run-id")] = None,
+    assign_leader_epoch: Annotated[bool, typer.Option(
+        "--assign-leader-epoch", help="Give data written before KIP-101 leader epoch 0 from the log start offset "
+        "in the leader-epoch-checkpoint, so its segments can be tiered (docs/formats.md §5.7).")] = False,
 ) -> None:
     """Make partitions ready for tiered storage and stage their closed segments.
 
@@ -63,7 +66,8 @@ def tier_prepare(
     options = TierOptions(bucket=bucket, endpoint_url=endpoint_url, prefix=prefix, region=region,
                           path_style=path_style, profile=profile, part_size=part_size,
                           multipart_threshold=multipart_threshold, snapshots_only=snapshots_only, dry_run=dry_run,
-                          metadata_log_dirs=meta_dirs, compacted_topics=compacted)
+                          metadata_log_dirs=meta_dirs, compacted_topics=compacted,
+                          assign_leader_epoch=assign_leader_epoch)
     from migration.cli.progress import unit_progress
 
     with unit_progress("tier-prepare", console) as progress:

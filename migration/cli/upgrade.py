@@ -56,11 +56,18 @@ def upgrade(
                              ] = 1 << 30,
     max_message_bytes: Annotated[int, typer.Option(help="max.message.bytes: split larger converted batches.")
                                  ] = 1048588,
+    assign_leader_epoch: Annotated[bool, typer.Option(
+        "--assign-leader-epoch", help="With --to v2: give data written before KIP-101 leader epoch 0 from the log "
+        "start offset (leader-epoch-checkpoint and rewritten batches), so tiered storage can take it; rollback "
+        "restores the checkpoint.")] = False,
 ) -> None:
     """Upgrade segments to message format v1 or v2, crash-safely, with backups and proof."""
     from migration.audit.model import RunKind, new_run_id
     from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, resume_command
 
+    if assign_leader_epoch and to is not Target.V2:
+        raise typer.BadParameter("needs --to v2: only v2 batches carry a partition leader epoch",
+                                 param_hint="--assign-leader-epoch")
     run_id = run_id or new_run_id(RunKind.UPGRADE)
     if not dry_run:
         # said first, so that an operator whose run is killed knows what to type next
@@ -70,7 +77,8 @@ def upgrade(
             f"or roll it back with: kmigrate rollback {run_id}", highlight=False, soft_wrap=True)
     options = UpgradeOptions(target=to.value, stamp_v0_with_mtime=stamp_v0_with_mtime, force=force,
                              dry_run=dry_run, backup_root=str(backup_root) if backup_root else None,
-                             segment_bytes=segment_bytes, max_message_bytes=max_message_bytes)
+                             segment_bytes=segment_bytes, max_message_bytes=max_message_bytes,
+                             assign_leader_epoch=assign_leader_epoch)
     with unit_progress("upgrade", console) as progress:
         report = execute_upgrade([str(d) for d in log_dirs], options=options, engine=engine.value,
                                  run_id=run_id, master=master if engine is EngineName.SPARK else None,

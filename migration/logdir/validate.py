@@ -46,7 +46,7 @@ from pydantic import BaseModel, Field
 from migration.formats import names
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import FileRecords
-from migration.formats.model import MAGIC_V2
+from migration.formats.model import MAGIC_V2, NO_PARTITION_LEADER_EPOCH
 
 Severity = Literal["error", "warning", "info"]
 INT32_MAX = 2**31 - 1
@@ -206,7 +206,11 @@ def validate_segment(
                 # same batches, is the only cross-check Kafka leaves us.
                 k = bisect.bisect_right(epoch_starts, first) - 1
                 expected_epoch = leader_epochs[k][0] if k >= 0 else None
-                if expected_epoch is not None and b.partition_leader_epoch != expected_epoch:
+                # A batch without an epoch (-1: written by a tool, or converted from v0/v1
+                # without one) is no conflict: Kafka's LogSegment.recover assigns epochs only
+                # from batches that carry one.
+                if expected_epoch is not None and b.partition_leader_epoch not in (expected_epoch,
+                                                                                   NO_PARTITION_LEADER_EPOCH):
                     res.add("error", "leader-epoch-mismatch", log_path,
                             f"batch at offset {first} has partition leader epoch {b.partition_leader_epoch}, "
                             f"leader-epoch-checkpoint says {expected_epoch}", position=pos + 12,

@@ -24,7 +24,7 @@ from migration.runtime.engine import Unit, get_engine
 from migration.runtime.safety import Refused, RunLock, holding_locks
 
 # every kind of unit a DAG's Spark job may run, by the migration that defines it
-UNIT_FUNCTIONS = {upgrade.UNIT_KIND: upgrade.run_unit, preflight.UNIT_KIND: preflight.run_validate_unit,
+UNIT_FUNCTIONS = {**upgrade.UNIT_FUNCTIONS, preflight.UNIT_KIND: preflight.run_validate_unit,
                   tier.UNIT_KIND: tier.run_unit, unify.UNIT_KIND: unify.run_unit}
 
 

@@ -35,6 +35,7 @@ class TierParams(BaseModel):
     budget_segments: int | None = None
     dry_run: bool = False
     snapshots_only: bool = False
+    assign_leader_epoch: bool = False
 
 
 def params_of(raw: dict[str, Any]) -> TierParams:
@@ -63,6 +64,7 @@ def _options(p: TierParams, raw_cluster: str | None, *, snapshots_only: bool):
     return TierOptions(
         bucket=p.bucket, prefix=p.prefix, endpoint_url=s3.endpoint_url, region=s3.region, path_style=s3.path_style,
         aws_conn_id=p.aws_conn_id, snapshots_only=snapshots_only, dry_run=p.dry_run,
+        assign_leader_epoch=p.assign_leader_epoch,
         metadata_log_dirs=[n.metadata_log_dir for n in desc.controllers if n.metadata_log_dir],
         compacted_topics=[t for t in desc.topic_configs if desc.is_compacted(t)] + list(desc.compacted_topics),
     )

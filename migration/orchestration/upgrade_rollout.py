@@ -27,6 +27,7 @@ class RolloutPlan(BaseModel):
     dry_run: bool = True
     stamp_v0_with_mtime: bool = False
     force: bool = False
+    assign_leader_epoch: bool = False
     log_dirs: dict[int, list[str]] = Field(default_factory=dict)
 
 
@@ -51,6 +52,7 @@ def plan_rollout(params: dict[str, Any]) -> RolloutPlan:
         dry_run=bool(params.get("dry_run", True)),
         stamp_v0_with_mtime=bool(params.get("stamp_v0_with_mtime", False)),
         force=bool(params.get("force", False)),
+        assign_leader_epoch=bool(params.get("assign_leader_epoch", False)),
         log_dirs={b.id: list(b.log_dirs) for b in desc.brokers if b.id in wanted},
     )
 
@@ -85,7 +87,7 @@ def prepare_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> list[s
 
     rid = broker_run_id(dag_run_id, broker_id)
     options = UpgradeOptions(target=plan.target, stamp_v0_with_mtime=plan.stamp_v0_with_mtime, force=plan.force,
-                             dry_run=plan.dry_run)
+                             dry_run=plan.dry_run, assign_leader_epoch=plan.assign_leader_epoch)
     rd = prepare_upgrade(plan.log_dirs[broker_id], run_id=rid, options=options, broker_id=broker_id)
     units, job_options = rd.read_job()
     job_options["lock_log_dirs"] = [] if plan.dry_run else plan.log_dirs[broker_id]

@@ -49,6 +49,7 @@ from migration.logdir.model import LogDir, Partition, scan_log_dir
 from migration.logdir.validate import Finding as ValidationFinding
 from migration.logdir.validate import validate_segment
 from migration.migrations.common.index_repair import ReplacementInFlight, rebuild_reasons, rebuild_segment_indexes
+from migration.migrations.common.leader_epoch import ASSIGNED_CODE, assign_leader_epoch, plan_assignment
 from migration.migrations.tier import layout
 from migration.migrations.tier.metadata import read_metadata_image
 from migration.migrations.tier.producer_state import ProducerStateError, SnapshotAction, ensure_segment_snapshots
@@ -84,6 +85,9 @@ class TierOptions(BaseModel):
                                                                        "plugin's chunk.size)")
     snapshots_only: bool = False
     dry_run: bool = False
+    assign_leader_epoch: bool = Field(default=False, description="Give data written before KIP-101 leader epoch 0 "
+                                      "from the log start offset in the leader-epoch-checkpoint (docs/formats.md "
+                                      "§5.7), so its segments get a non-empty segmentLeaderEpochs map")
     metadata_log_dirs: list[str] = Field(default_factory=list)
     compacted_topics: list[str] = Field(default_factory=list)
     profile: str | None = None
@@ -299,8 +303,9 @@ def _stage_segment(hook: S3Hook | None, ctx: _StageContext, plan: _SegmentPlan, 
     if not epochs:
         raise _NotStageable("NO_LEADER_EPOCH", f"no leader epoch covers [{plan.base}, {plan.next_offset}): the "
                             "partition's leader-epoch-checkpoint has no entry at or below this segment (data written "
-                            "as message format v0/v1 carries none, also once rewritten as v2) and "
-                            "RemoteLogSegmentMetadata requires a non-empty epoch map")
+                            "before KIP-101 carries none, also once rewritten as v2) and RemoteLogSegmentMetadata "
+                            "requires a non-empty epoch map; fix: run with --assign-leader-epoch (DAG param "
+                            "assign_leader_epoch), which assigns leader epoch 0 from the log start offset")
     offset_index = _read_optional(pdir / (prefix + names.INDEX_FILE_SUFFIX))
     time_index = _read_optional(pdir / (prefix + names.TIME_INDEX_FILE_SUFFIX))
     snapshot = _read_optional(pdir / names.producer_snapshot_file_name(plan.next_offset))
@@ -453,8 +458,17 @@ def run_unit(unit: Unit, options: dict[str, Any] | TierOptions) -> dict[str, Any
         return {**base_out, "status": "ok", "unit_result": partition_result(UnitStatus.OK).model_dump(mode="json"),
                 "segment_results": [r.model_dump(mode="json") for r in results], "segment_metadata": []}
 
+    epochs = [tuple(e) for e in unit.params.get("leader_epochs", [])]
+    if opts.assign_leader_epoch:
+        try:
+            epochs = _assign_epoch(pdir, results, dry_run=opts.dry_run) or epochs
+        except (KafkaFormatError, OSError, ValueError) as exc:
+            err = Finding(message=f"leader epoch not assigned: {exc}", code="LEADER_EPOCH_FAILED", file=str(pdir))
+            return {**base_out, "status": "failed", "error": str(exc), "unit_result": partition_result(
+                UnitStatus.FAILED, [err]).model_dump(mode="json"), "segment_results": [
+                r.model_dump(mode="json") for r in results], "segment_metadata": []}
     ctx = _StageContext(topic=unit.topic, partition=unit.partition, topic_id=topic_id, broker_id=unit.broker_id,
-                        pdir=str(pdir), epochs=[tuple(e) for e in unit.params.get("leader_epochs", [])], options=opts)
+                        pdir=str(pdir), epochs=epochs, options=opts)
     hook: S3Hook | None = None
     shas: dict[int, str] = {}
     failed_at: int | None = None
@@ -513,6 +527,21 @@ def run_unit(unit: Unit, options: dict[str, Any] | TierOptions) -> dict[str, Any
             "requests": _requests(hook)}
 
 
+def _assign_epoch(pdir: Path, results: list[UnitResult], *, dry_run: bool) -> list[tuple[int, int]] | None:
+    """``assign_leader_epoch``: epoch 0 from the log start offset where no entry covers it (a
+    dry run only plans it); the assignment is reported as a unit of its own. Returns the
+    entries staging must use, or None when nothing changed."""
+    a = plan_assignment(pdir) if dry_run else assign_leader_epoch(pdir)
+    if a is None:
+        return None
+    path = pdir / names.LEADER_EPOCH_CHECKPOINT_FILE
+    results.append(UnitResult(unit=path.name, unit_type=UnitType.FILE, path=str(path),
+                              status=UnitStatus.PLANNED if dry_run else UnitStatus.OK,
+                              warnings=[Finding(file=str(path), code=ASSIGNED_CODE,
+                                                message=("would be " if dry_run else "") + a.describe())]))
+    return [tuple(e) for e in a.after]
+
+
 def _requests(hook: S3Hook | None) -> dict[str, int]:
     return dict(hook.requests) if hook is not None else {}
 
@@ -542,7 +571,8 @@ def _validate_closed_segment(pdir: Path, plan: _SegmentPlan, epochs: list[tuple[
 def _report_params(options: dict[str, Any]) -> dict[str, Any]:
     keep = ("bucket", "endpoint_url", "prefix", "region", "path_style", "part_size", "multipart_threshold",
             "chunk_size",
-            "snapshots_only", "dry_run", "metadata_log_dirs", "compacted_topics", "profile", "aws_conn_id")
+            "snapshots_only", "dry_run", "metadata_log_dirs", "compacted_topics", "profile", "aws_conn_id",
+            "assign_leader_epoch")
     return {k: options.get(k) for k in keep}
 
 

@@ -25,19 +25,28 @@ from migration.audit.model import (
     RunReport,
     UnitResult,
     UnitStatus,
+    UnitType,
     new_run_id,
 )
 from migration.audit.store import ReportStore
 from migration.formats import names
+from migration.formats.errors import KafkaFormatError
 from migration.formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2
 from migration.logdir.model import scan_log_dir
 from migration.logdir.validate import ValidationResult, validate_segment
 from migration.migrations.common.backup import drop_backups, unit_backups, write_backup_manifest
 from migration.migrations.common.index_repair import rebuild_reasons
+from migration.migrations.common.leader_epoch import (
+    ASSIGNED_CODE,
+    EpochAssignment,
+    assignments,
+    plan_assignment,
+    restore_leader_epoch,
+)
 from migration.migrations.common.replace import remove_cleaned_in_range
 from migration.migrations.upgrade.journal import IN_FLIGHT, JOURNAL_DIR, JournalState, UnitJournal, load_journal
 from migration.migrations.upgrade.options import UpgradeOptions
-from migration.migrations.upgrade.unit import rollback_unit, run_unit
+from migration.migrations.upgrade.unit import epoch_backup_dir, rollback_unit, run_epoch_unit, run_unit
 from migration.runtime.engine import Progress, Unit, get_engine
 from migration.runtime.faults import unit_scope
 from migration.runtime.runs import RunDir
@@ -63,6 +72,9 @@ __all__ = [
 ]
 
 UNIT_KIND = "upgrade-segment"
+# --assign-leader-epoch: one unit per partition that needs it, before its segment units
+EPOCH_UNIT_KIND = "upgrade-leader-epoch"
+UNIT_FUNCTIONS = {UNIT_KIND: run_unit, EPOCH_UNIT_KIND: run_epoch_unit}
 # Validation findings that make a segment's data unusable as input (index findings are not:
 # the rewrite rebuilds the indexes).
 CORRUPT_CODES = frozenset({"corrupt-batch", "trailing-bytes", "offset-order", "offset-beyond-segment",
@@ -177,6 +189,10 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
             if left:
                 leftovers.extend(str(pdir / n) for n in left)
                 continue
+            if options.assign_leader_epoch:
+                epoch_unit = _epoch_unit(bid, i, d, part, corrupt)
+                if epoch_unit is not None:
+                    units.append(epoch_unit)
             bases = [s.base_offset for s in part.segments]
             for k, seg in enumerate(part.segments):
                 nxt = bases[k + 1] if k + 1 < len(bases) else None
@@ -231,6 +247,27 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
     return rd
 
 
+def _epoch_unit(broker_id: int, dir_index: int, log_dir: str, part: Any, corrupt: list[dict[str, Any]]
+                ) -> Unit | None:
+    """The partition's leader-epoch unit when its checkpoint lacks an entry at or below the log
+    start offset; a checkpoint Kafka could not load is reported as corrupt instead."""
+    pdir = Path(part.path)
+    path = pdir / names.LEADER_EPOCH_CHECKPOINT_FILE
+    try:
+        plan = plan_assignment(pdir)
+    except KafkaFormatError as exc:
+        corrupt.append({"broker_id": broker_id, "topic": part.topic, "partition": part.partition,
+                        "unit": path.name, "path": str(path), "bytes": path.stat().st_size, "formats": {},
+                        "file": str(path), "position": exc.position, "message": str(exc.located(path)),
+                        "code": "leader-epoch-corrupt"})
+        return None
+    if plan is None:
+        return None
+    return Unit(kind=EPOCH_UNIT_KIND, id=f"b{broker_id}.d{dir_index}.{part.topic}-{part.partition}.leader-epoch",
+                broker_id=broker_id, log_dir=log_dir, path=str(path), topic=part.topic, partition=part.partition,
+                size=0, serial_key=str(pdir), params={"partition_dir": str(pdir), "plan": plan.model_dump(mode="json")})
+
+
 def _corruption(res: ValidationResult, log_path: Path) -> dict[str, Any] | None:
     for f in res.problems:
         if f.code in CORRUPT_CODES and Path(f.path) == log_path:
@@ -240,7 +277,7 @@ def _corruption(res: ValidationResult, log_path: Path) -> dict[str, Any] | None:
 
 def _params(options: dict[str, Any], log_dirs: list[str], engine: str | None) -> dict[str, Any]:
     keep = ("target", "stamp_v0_with_mtime", "segment_bytes", "max_message_bytes", "index_interval_bytes",
-            "backup_root", "force", "dry_run")
+            "backup_root", "force", "dry_run", "assign_leader_epoch")
     return {k: options.get(k) for k in keep if k in options} | {"log_dirs": log_dirs, "engine": engine}
 
 
@@ -263,9 +300,14 @@ def finalize_upgrade(run_id: str, *, engine: str | None = None) -> RunReport:
     results = {r.get("unit_id"): r for r in rd.read_results()}
     for u in units:
         assert u.topic is not None and u.partition is not None
-        report.plan_unit(u.broker_id, u.topic, u.partition, Path(u.path).name, u.size)
+        report.plan_unit(u.broker_id, u.topic, u.partition, Path(u.path).name, u.size,
+                         UnitType.FILE if u.kind == EPOCH_UNIT_KIND else UnitType.SEGMENT)
         r = results.get(u.id)
-        if dry_run:
+        if dry_run and u.kind == EPOCH_UNIT_KIND:
+            ur = UnitResult(unit=Path(u.path).name, unit_type=UnitType.FILE, path=u.path, status=UnitStatus.PLANNED,
+                            warnings=[Finding(file=u.path, code=ASSIGNED_CODE, message="would be " + EpochAssignment
+                                              .model_validate(u.params["plan"]).describe())])
+        elif dry_run:
             ur = UnitResult(unit=Path(u.path).name, path=u.path, status=UnitStatus.PLANNED,
                             input_format=",".join(sorted(u.params.get("formats", {}))) or None, output_format=target,
                             bytes_before=u.size, bytes_after=prep.get("estimates", {}).get(u.id))
@@ -292,7 +334,8 @@ def finalize_upgrade(run_id: str, *, engine: str | None = None) -> RunReport:
                             message=f"corrupt segment, not rewritten: {row['message']}")]), track_progress=False)
     if dry_run:
         growth = sum(prep.get("estimates", {}).values()) - sum(u.size for u in units)
-        report.warn(f"dry run: {len(units)} segment(s), {sum(u.size for u in units)} bytes to rewrite, "
+        segments = [u for u in units if u.kind == UNIT_KIND]
+        report.warn(f"dry run: {len(segments)} segment(s), {sum(u.size for u in units)} bytes to rewrite, "
                     f"expected growth about {growth} bytes; nothing changed")
     elif opts.get("backup_root"):
         path = write_backup_manifest(opts["backup_root"], run_id)
@@ -334,7 +377,7 @@ def execute_upgrade(log_dirs: list[str], *, options: UpgradeOptions, engine: str
     try:
         with holding_locks(dirs, lock):
             results = get_engine(engine, master=master, spark=spark).run(units, opts, progress,
-                                                                         functions={UNIT_KIND: run_unit})
+                                                                         functions=UNIT_FUNCTIONS)
     except Refused as exc:
         prep = rd.read_prepare()
         prep["refusal"] = str(exc)
@@ -391,15 +434,38 @@ def rollback_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
         with holding_locks(dirs, lock):
             report = RunReport.start(RunKind.ROLLBACK, params, run_id=report_id)
             for u in units:
+                if u.kind == EPOCH_UNIT_KIND:
+                    continue  # the checkpoints are restored below, from their backups
                 with unit_scope(u.id):
                     r = rollback_unit(u, opts)
                 assert u.topic is not None and u.partition is not None
                 report.add_unit(u.broker_id, u.topic, u.partition, UnitResult.model_validate(r["unit_result"]))
+            _restore_epochs(report, units, opts["backup_root"], run_id)
     except Refused as exc:
         return _refused_report(RunKind.ROLLBACK, report_id, str(exc), params)
     report.finish()
     ReportStore().save(report)
     return report
+
+
+def _restore_epochs(report: RunReport, units: list[Unit], backup_root: str, run_id: str) -> None:
+    """Every leader-epoch-checkpoint the run changed, back as it was (byte for byte, mtime too)."""
+    where = {u.params["partition_dir"]: u for u in units if u.kind == EPOCH_UNIT_KIND}
+    for manifest, a in assignments(epoch_backup_dir(backup_root, run_id)):
+        path = str(Path(a.partition_dir) / names.LEADER_EPOCH_CHECKPOINT_FILE)
+        u = where.get(a.partition_dir)
+        broker_id = u.broker_id if u is not None else -1
+        try:
+            restore_leader_epoch(manifest)
+            ur = UnitResult(unit=names.LEADER_EPOCH_CHECKPOINT_FILE, unit_type=UnitType.FILE, path=path,
+                            status=UnitStatus.OK, warnings=[Finding(
+                                file=path, code="LEADER_EPOCH_RESTORED",
+                                message="restored as it was before the run" + (" (no file)" if a.before is None
+                                                                               else ""))])
+        except (OSError, ValueError) as exc:
+            ur = UnitResult(unit=names.LEADER_EPOCH_CHECKPOINT_FILE, unit_type=UnitType.FILE, path=path,
+                            status=UnitStatus.FAILED, errors=[Finding(file=path, message=f"not restored: {exc}")])
+        report.add_unit(broker_id, a.topic, a.partition, ur)
 
 
 def commit_run(run_id: str) -> RunReport:

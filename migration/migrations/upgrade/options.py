@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from migration.migrations.upgrade.rewrite import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_BYTES
 
@@ -24,6 +24,17 @@ class UpgradeOptions(BaseModel):
     backup_root: str | None = Field(default=None, description="Outside every log dir; default out/backups")
     force: bool = Field(default=False, description="Proceed after an unclean shutdown")
     dry_run: bool = False
+    assign_leader_epoch: bool = Field(
+        default=False,
+        description="Give data written before KIP-101 leader epoch 0 from the log start offset (in the "
+                    "leader-epoch-checkpoint and on the rewritten batches), so tiered storage can take it",
+    )
+
+    @model_validator(mode="after")
+    def _epochs_need_v2(self) -> UpgradeOptions:
+        if self.assign_leader_epoch and self.target != "v2":
+            raise ValueError("assign_leader_epoch needs --to v2: only v2 batches carry a partition leader epoch")
+        return self
 
     @property
     def target_magic(self) -> int:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from migration.audit.model import Finding, OffsetRange, UnitResult, UnitStatus
+from migration.audit.model import Finding, OffsetRange, UnitResult, UnitStatus, UnitType
 from migration.formats import names
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 from migration.formats.digest import RecordDigest, RecordDigester
@@ -32,9 +32,11 @@ from migration.migrations.common.backup import (
     keep_displaced,
     link_or_copy,
     load_unit_backup,
+    run_backup_dir,
     sha256_file,
     verify_backup,
 )
+from migration.migrations.common.leader_epoch import ASSIGNED_CODE, EPOCH_BACKUP_DIR, assign_leader_epoch
 from migration.migrations.common.replace import (
     new_file_states,
     remove_cleaned_in_range,
@@ -366,3 +368,31 @@ def _rolled_back(ctx: UnitContext, j: UnitJournal, notes: list[str]) -> UnitResu
                       output_format=",".join(sorted(j.bytes_by_magic_before)) or None,
                       duration_s=time.monotonic() - ctx.started,
                       warnings=[Finding(message=n, code="ROLLBACK_REPAIR") for n in notes])
+
+
+def epoch_backup_dir(backup_root: str, run_id: str) -> Path:
+    return run_backup_dir(backup_root, run_id) / EPOCH_BACKUP_DIR
+
+
+def run_epoch_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
+    """``--assign-leader-epoch``: leader epoch 0 from the partition's log start offset, the
+    original checkpoint kept in the run's backup first (docs/formats.md §5.7). The unit runs
+    before the partition's segment units (same serial key), so their rewrites read the new
+    checkpoint and stamp epoch 0 on the batches they write."""
+    started = time.monotonic()
+    pdir = Path(unit.params["partition_dir"])
+    path = pdir / names.LEADER_EPOCH_CHECKPOINT_FILE
+    base = {"broker_id": unit.broker_id, "topic": unit.topic, "partition": unit.partition}
+    try:
+        a = assign_leader_epoch(pdir, backup_dir=epoch_backup_dir(options["backup_root"], options["run_id"]))
+    except (KafkaFormatError, OSError, ValueError) as exc:
+        ur = UnitResult(unit=path.name, unit_type=UnitType.FILE, path=str(path), status=UnitStatus.FAILED,
+                        duration_s=time.monotonic() - started,
+                        errors=[Finding(file=str(path), message=f"leader epoch not assigned: {exc}",
+                                        code="LEADER_EPOCH_FAILED")])
+        return {**base, "status": "failed", "unit_result": ur.model_dump(mode="json")}
+    ur = UnitResult(unit=path.name, unit_type=UnitType.FILE, path=str(path),
+                    status=UnitStatus.OK if a is not None else UnitStatus.SKIPPED,
+                    duration_s=time.monotonic() - started,
+                    warnings=[Finding(file=str(path), code=ASSIGNED_CODE, message=a.describe())] if a else [])
+    return {**base, "status": "ok", "unit_result": ur.model_dump(mode="json")}
