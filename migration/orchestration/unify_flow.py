@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from migration.migrations.unify import UnifyOptions, detect_state, finalize_unify, prepare_unify, verify_unified
 from migration.orchestration.common import load_cluster, run_id_for
 from migration.runtime.runs import RunDir
 
@@ -36,8 +37,6 @@ def unify_run_id(dag_run_id: str) -> str:
 
 def preflight_step(params: dict[str, Any], dag_run_id: str) -> list[dict[str, Any]]:
     """Detect each controller's state (cases 1-5); keep it for verification."""
-    from migration.migrations.unify.driver import detect_state
-
     states = [detect_state(d).model_dump(mode="json") for d in metadata_dirs(params).values()]
     RunDir(unify_run_id(dag_run_id)).write(STATES_BEFORE, states)
     return [{"log_dir": s["log_dir"], "case": s["case"], "description": s["description"],
@@ -46,8 +45,6 @@ def preflight_step(params: dict[str, Any], dag_run_id: str) -> list[dict[str, An
 
 
 def prepare_step(params: dict[str, Any], dag_run_id: str) -> list[str]:
-    from migration.migrations.unify.driver import UnifyOptions, prepare_unify
-
     dirs = list(metadata_dirs(params).values())
     dry_run = bool(params.get("dry_run", True))
     rd = prepare_unify(dirs, run_id=unify_run_id(dag_run_id), options=UnifyOptions(dry_run=dry_run))
@@ -58,8 +55,6 @@ def prepare_step(params: dict[str, Any], dag_run_id: str) -> list[str]:
 
 
 def finalize_step(dag_run_id: str) -> dict[str, Any]:
-    from migration.migrations.unify.driver import finalize_unify
-
     report = finalize_unify(unify_run_id(dag_run_id))
     summary = {"run_id": report.run_id, "exit_code": report.exit_code(), "units": report.totals.units,
                "failed": report.totals.units_failed}
@@ -71,8 +66,6 @@ def finalize_step(dag_run_id: str) -> dict[str, Any]:
 def verify_step(params: dict[str, Any], dag_run_id: str) -> dict[str, Any]:
     """Decode every unified zero checkpoint and compare its records with what the bootstrap
     file (or the untouched zero checkpoint) held before."""
-    from migration.migrations.unify.driver import verify_unified
-
     if params.get("dry_run", True):
         return {"verified": False, "reason": "dry run: nothing was changed"}
     states = RunDir(unify_run_id(dag_run_id)).read(STATES_BEFORE)

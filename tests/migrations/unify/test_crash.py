@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from migration.migrations.unify.driver import FAULT_POINTS
+from migration.migrations.unify import FAULT_POINTS
 
 ROOT = Path(__file__).resolve().parents[3]
 

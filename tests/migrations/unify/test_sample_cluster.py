@@ -6,7 +6,7 @@ import pytest
 
 from migration.formats import names
 from migration.logdir.validation import validate_paths
-from migration.migrations.unify.driver import UnifyOptions, detect_state, execute_unify, verify_unified
+from migration.migrations.unify import UnifyOptions, detect_state, execute_unify, verify_unified
 
 
 def _snapshot(sc, kraft):

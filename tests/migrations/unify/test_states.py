@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from migration.audit.store import ReportStore
 from migration.cli.app import app
 from migration.logdir.validation import validate_paths
-from migration.migrations.unify.driver import UnifyOptions, detect_state, execute_unify, run_unit, verify_unified
+from migration.migrations.unify import UnifyOptions, detect_state, execute_unify, run_unit, verify_unified
 
 
 def _opts(tmp_path: Path, **kw) -> UnifyOptions:

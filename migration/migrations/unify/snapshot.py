@@ -1,0 +1,87 @@
+"""The unified zero checkpoint: built from the inputs only, written as Kafka writes snapshots.
+
+Kafka's ``FileRawSnapshotWriter`` writes ``<offset>-<epoch>-<random>.checkpoint.part``
+(``Snapshots.createTempFile``), fsyncs it, makes it read-only and moves it over the final name;
+at startup ``KafkaMetadataLog`` deletes every ``.checkpoint.part`` it finds (docs/formats.md
+§6.1). The shared ``atomic_write`` (``<name><suffix>`` temporary file) cannot produce that name,
+and a temporary file Kafka does not recognise would stay in the partition directory after a
+crash, so the zero checkpoint has its own writer here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+from pathlib import Path
+
+from migration.formats import names
+from migration.formats.fileio import fsync_dir
+from migration.formats.kraft_checkpoint import KRaftControlRecord, build_checkpoint
+from migration.migrations.unify.state import CheckpointRead, record_values
+from migration.runtime.faults import armed as faults_armed
+from migration.runtime.faults import fault_point
+
+
+def build_zero(boot: CheckpointRead, zero: CheckpointRead | None) -> bytes:
+    """The unified zero checkpoint, derived from the inputs only (a re-run builds the same bytes)."""
+    kraft: list[KRaftControlRecord] = list(zero.contents.kraft_records) if zero else []
+    if zero is not None:
+        header_ts = int(zero.contents.header.get("LastContainedLogTimestamp", 0))
+        append_time = zero.append_time
+    else:
+        # kafka-storage stamps the header with the formatting time: the bootstrap file's write time.
+        header_ts = append_time = boot.append_time
+    return build_checkpoint(record_values(boot.contents.metadata_records), header_timestamp=header_ts,
+                            append_time=append_time, kraft_records=kraft, epoch=0)
+
+
+def remove_partial_zero(mdir: Path) -> list[str]:
+    """Delete partial zero checkpoints (ours, from an interrupted run): Kafka deletes them at
+    startup anyway, and none is ever a complete file."""
+    removed: list[str] = []
+    if not mdir.is_dir():
+        return removed
+    prefix = names.ZERO_CHECKPOINT_FILE[: -len(names.CHECKPOINT_FILE_SUFFIX)]
+    for e in os.scandir(mdir):
+        if e.name.startswith(prefix) and e.name.endswith(names.PARTIAL_CHECKPOINT_SUFFIX):
+            os.unlink(e.path)
+            removed.append(e.name)
+    if removed:
+        fsync_dir(mdir)
+    return removed
+
+
+def _write_all(fd: int, view: memoryview) -> None:
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def write_zero(mdir: Path, data: bytes) -> Path:
+    """As Kafka's FileRawSnapshotWriter: ``<id>-<random>.checkpoint.part``, fsync, read-only,
+    atomic rename over the final name, fsync the dir."""
+    final = mdir / names.ZERO_CHECKPOINT_FILE
+    part = mdir / (f"{names.ZERO_CHECKPOINT_FILE[: -len(names.CHECKPOINT_FILE_SUFFIX)]}-"
+                   f"{random.randrange(10**18)}{names.PARTIAL_CHECKPOINT_SUFFIX}")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        try:
+            half = len(data) // 2
+            _write_all(fd, memoryview(data)[:half])
+            if faults_armed("zero-part-partial"):
+                os.fsync(fd)  # the half-written file is what a kill mid-write leaves on disk
+            fault_point("zero-part-partial")
+            _write_all(fd, memoryview(data)[half:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(part, 0o444)
+        fault_point("zero-part-written")
+        os.replace(part, final)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(part)
+        raise
+    fsync_dir(mdir)
+    fault_point("zero-renamed")
+    return final
