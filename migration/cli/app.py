@@ -43,36 +43,95 @@ def _main(
 
 @app.command()
 def inspect(
-    files: Annotated[list[Path], typer.Argument(help="Kafka files: .log, .checkpoint, .index, .timeindex, "
-                                                     ".txnindex, .snapshot", exists=True, dir_okay=False)],
-    deep: Annotated[bool, typer.Option("--deep", help="Iterate records inside batches (deep iteration).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
+    files: Annotated[list[Path] | None, typer.Argument(
+        help="Kafka files: .log, .checkpoint, .index, .timeindex, .txnindex, .snapshot.", show_default=False)] = None,
+    files_opt: Annotated[str | None, typer.Option(
+        "--files", help="Comma-separated files, as kafka-dump-log takes them.", show_default=False)] = None,
+    deep_iteration: Annotated[bool, typer.Option(
+        "--deep-iteration", "--deep", help="Print every record of every batch.")] = False,
+    print_data_log: Annotated[bool, typer.Option(
+        "--print-data-log", help="Print keys and payloads (implies --deep-iteration).")] = False,
+    skip_record_metadata: Annotated[bool, typer.Option(
+        "--skip-record-metadata", help="Print record keys and payloads without their metadata.")] = False,
+    cluster_metadata_decoder: Annotated[bool, typer.Option(
+        "--cluster-metadata-decoder", help="Decode payloads as KRaft metadata records (automatic for "
+        ".checkpoint files and __cluster_metadata-0 segments).")] = False,
+    key_decoder: Annotated[str | None, typer.Option(
+        "--key-decoder", help="Show keys as string (default), hex or json; implies --print-data-log.",
+        show_default=False)] = None,
+    value_decoder: Annotated[str | None, typer.Option(
+        "--value-decoder", help="Show payloads as string (default), hex or json; implies --print-data-log.",
+        show_default=False)] = None,
+    max_bytes: Annotated[int | None, typer.Option(
+        "--max-bytes", min=0, help="Read only the batches within the first N bytes of each .log.",
+        show_default=False)] = None,
+    max_message_size: Annotated[int, typer.Option(
+        "--max-message-size", min=1, help="Largest batch read when checking an .index entry.")] = 5 * 1024 * 1024,
+    verify_index_only: Annotated[bool, typer.Option(
+        "--verify-index-only", help="Check .index/.timeindex entries against the log without printing them.")] = False,
+    index_sanity_check: Annotated[bool, typer.Option(
+        "--index-sanity-check", help="Only run the index sanity check.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line instead of text.")] = False,
 ) -> None:
-    """Dump Kafka files like kafka-dump-log. SCRAM secrets are always shown redacted."""
-    from migration.formats.errors import KafkaFormatError
-    from migration.logdir.inspect import format_row, inspect_file
+    """Dump Kafka files as kafka-dump-log (DumpLogSegments) prints them. SCRAM secrets are always
+    shown redacted. Exit 1 when a file holds bad bytes (the line names file and byte position)."""
+    from migration.logdir.inspect import DumpOptions, LogDump, PayloadDecoder
 
-    out: dict[str, list] = {}
-    failed = False
-    for f in files:
-        rows: list = []
+    paths: list[str] = [str(f) for f in files or ()]
+    paths += [f.strip() for f in (files_opt or "").split(",") if f.strip()]
+    if not paths:
+        sys.stderr.write("kmigrate inspect: no file given: pass FILE... or --files a.log,b.index\n")
+        raise typer.Exit(EXIT_USAGE)
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            n = sum(1 for c in path.iterdir() if c.is_file() and c.suffix in (".log", ".checkpoint", ".index"))
+            sys.stderr.write(f"kmigrate inspect: {p} is a directory: pass the files inside it"
+                             + (f" ({n} segment, index or checkpoint files, e.g. {p}/*.log)" if n else "") + "\n")
+            raise typer.Exit(EXIT_USAGE)
+        if not path.exists():
+            sys.stderr.write(f"kmigrate inspect: {p}: no such file\n")
+            raise typer.Exit(EXIT_USAGE)
+    decoders: list[PayloadDecoder | None] = []
+    for flag, given in (("--key-decoder", key_decoder), ("--value-decoder", value_decoder)):
         try:
-            for row in inspect_file(f, deep=deep):
-                rows.append(row)
-                if not as_json:
-                    for line in format_row(row):
-                        print(line)
-        except KafkaFormatError as exc:
-            failed = True
-            rows.append({"error": exc.to_dict()})
-            err_console.print(f"[red]error[/red] {exc}")
-        if not as_json:
-            print(f"Dumping {f}" if not rows else "", end="")
-        out[str(f)] = rows
-    if as_json:
-        json.dump(out, sys.stdout, indent=1, default=str)
-        print()
-    raise typer.Exit(EXIT_PROBLEMS if failed else EXIT_OK)
+            decoders.append(None if given is None else PayloadDecoder(given))
+        except ValueError:
+            sys.stderr.write(f"kmigrate inspect: {flag} {given}: pass string, hex or json\n")
+            raise typer.Exit(EXIT_USAGE) from None
+    options = DumpOptions(
+        deep_iteration=deep_iteration,
+        print_data_log=print_data_log or key_decoder is not None or value_decoder is not None,
+        skip_record_metadata=skip_record_metadata,
+        cluster_metadata_decoder=cluster_metadata_decoder,
+        key_decoder=decoders[0],
+        value_decoder=decoders[1],
+        max_bytes=max_bytes,
+        max_message_size=max_message_size,
+        verify_index_only=verify_index_only,
+        index_sanity_check=index_sanity_check,
+    )
+    dump = LogDump(options)
+    out, err = sys.stdout, sys.stderr
+    try:
+        for line in dump.dump(paths):
+            if line.err and line.text is not None:
+                out.flush()
+                err.write(line.text + "\n")
+                err.flush()
+            if as_json:
+                if line.data is not None:
+                    out.write(json.dumps(line.data) + "\n")
+            elif not line.err and line.text is not None:
+                out.write(line.text + "\n")
+        out.flush()
+    except BrokenPipeError:
+        # `kmigrate inspect ... | head`: the reader left; stop quietly, as kafka-dump-log does.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+        raise typer.Exit(EXIT_PROBLEMS if dump.errors else EXIT_OK) from None
+    raise typer.Exit(EXIT_PROBLEMS if dump.errors else EXIT_OK)
 
 
 @app.command()

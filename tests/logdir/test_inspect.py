@@ -1,0 +1,596 @@
+"""``kmigrate inspect`` prints what kafka-dump-log prints.
+
+Expected lines follow the format of Kafka's ``DumpLogSegments.java`` (tools module; before 4.0
+``DumpLogSegments.scala`` in core): ``printBatchLevel``, ``printRecordMetadata``,
+``printControlRecord``, ``dumpIndex``, ``dumpTimeIndex``, ``dumpTxnIndex``,
+``dumpProducerIdSnapshot`` and the generated ``*JsonConverter`` classes for KRaft records
+(docs/formats.md §8). Batch header values and CRCs in the expected lines are read from the input
+bytes here with ``struct``, ``zlib`` and ``crc32c``, not through the readers under test; some
+inputs come from kafka-python, an independent writer. The shape checks at the end port the ones
+of Kafka's ``DumpLogSegmentsTest`` (record/batch line prefixes and suffixes, field parsing,
+``--max-bytes``).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import crc32c
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+from typer.testing import CliRunner
+
+from migration.cli.app import app
+from migration.formats.control_records import (
+    ControlRecordType,
+    EndTransactionMarker,
+    encode_control_key,
+    encode_control_value,
+    kraft_version_value,
+)
+from migration.formats.kraft_checkpoint import build_checkpoint
+from migration.formats.legacy import build_wrapper
+from migration.formats.metadata_records import encode_metadata_record
+from migration.formats.model import Compression, Header, Record, TimestampType
+from migration.formats.offset_index import OffsetIndex
+from migration.formats.producer_snapshot import ProducerSnapshot, ProducerSnapshotEntry
+from migration.formats.record_batch import build_record_batch
+from migration.formats.time_index import TimeIndex
+from migration.formats.transaction_index import AbortedTxn, TransactionIndex
+from migration.logdir.inspect import DumpOptions, LogDump, PayloadDecoder
+
+runner = CliRunner()
+TOPIC_ID = "AAECAwQFBgcICQoLDA0ODw"  # Uuid.toString of bytes 0..15
+KMIGRATE = Path(sys.executable).parent / "kmigrate"
+
+
+def dump(*paths: Path, **options: object) -> tuple[list[str], list[str], int]:
+    """(stdout lines, stderr lines, files that failed) as the text output has them."""
+    d = LogDump(DumpOptions(**options))  # type: ignore[arg-type]
+    out: list[str] = []
+    err: list[str] = []
+    for line in d.dump([str(p) for p in paths]):
+        if line.text is not None:
+            (err if line.err else out).append(line.text)
+    return out, err, d.errors
+
+
+def v2_batch_line(data: bytes, at: int) -> str:
+    """printBatchLevel for the v2 batch at ``at``, its header read with struct."""
+    (base, length, ple, magic, crc, attrs, lod, base_ts, max_ts, pid, epoch, seq,
+     count) = struct.unpack_from(">qiibIhiqqqhii", data, at)
+    size = 12 + length
+    assert crc == crc32c.crc32c(data[at + 21 : at + size])
+    ts_type = "LogAppendTime" if attrs & 0x08 else "CreateTime"
+    codec = ["none", "gzip", "snappy", "lz4", "zstd"][attrs & 0x07]
+    horizon = f"OptionalLong[{base_ts}]" if attrs & 0x40 else "OptionalLong.empty"
+    last_seq = -1 if seq == -1 else seq + lod
+    return (f"baseOffset: {base} lastOffset: {base + lod} count: {count} baseSequence: {seq} lastSequence: {last_seq}"
+            f" producerId: {pid} producerEpoch: {epoch} partitionLeaderEpoch: {ple}"
+            f" isTransactional: {str(bool(attrs & 0x10)).lower()} isControl: {str(bool(attrs & 0x20)).lower()}"
+            f" deleteHorizonMs: {horizon} position: {at} {ts_type}: {max_ts} size: {size} magic: {magic}"
+            f" compresscodec: {codec} crc: {crc} isvalid: true")
+
+
+def v2_lines(data: bytes) -> list[str]:
+    out, at = [], 0
+    while at < len(data):
+        out.append(v2_batch_line(data, at))
+        at += 12 + struct.unpack_from(">i", data, at + 8)[0]
+    return out
+
+
+def legacy_crc(magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None) -> int:
+    """CRC-32 of one v0/v1 message written out by hand (docs/formats.md §1)."""
+    body = struct.pack(">bb", magic, attributes) + (struct.pack(">q", timestamp) if magic == 1 else b"")
+    for blob in (key, value):
+        body += struct.pack(">i", -1) if blob is None else struct.pack(">i", len(blob)) + blob
+    return zlib.crc32(body)
+
+
+def metadata_value(name: str, version: int, fields: dict) -> bytes:
+    return encode_metadata_record(name, version, fields)
+
+
+# ------------------------------------------------------------------ .log: v0, v1, v2
+
+
+def test_v0_messages_written_by_kafka_python(tmp_path):
+    b = LegacyRecordBatchBuilder(0, 0, 1 << 20)
+    b.append(0, None, b"k0", b"v0")
+    b.append(1, None, None, b"v1")
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(bytes(b.build()))
+    crc0, crc1 = legacy_crc(0, 0, -1, b"k0", b"v0"), legacy_crc(0, 0, -1, None, b"v1")
+    assert (crc0, crc1) == (2258072140, 1285512130)
+    out, err, errors = dump(seg, print_data_log=True)
+    assert out == [
+        f"Dumping {seg}",
+        "Log starting offset: 0",
+        "offset: 0 position: 0 NoTimestampType: -1 size: 30 magic: 0 compresscodec: none crc: 2258072140 isvalid: true",
+        "| offset: 0 NoTimestampType: -1 keySize: 2 valueSize: 2 isValid: true crc: 2258072140 key: k0 payload: v0",
+        "offset: 1 position: 30 NoTimestampType: -1 size: 28 magic: 0 compresscodec: none crc: 1285512130"
+        " isvalid: true",
+        "| offset: 1 NoTimestampType: -1 keySize: -1 valueSize: 2 isValid: true crc: 1285512130 payload: v1",
+    ]
+    assert (err, errors) == ([], 0)
+    # shallow: the batch lines only (DumpLogSegmentsTest.verifyNoRecordsInOutput)
+    assert dump(seg)[0] == out[:3] + out[4:5]
+
+
+def test_v1_compressed_wrappers_create_time_and_log_append_time(tmp_path):
+    w1 = build_wrapper([Record(5, 1000, b"a", b"1"), Record(6, 1001, None, b"2"), Record(7, 1003, b"c", None)],
+                       magic=1, compression=Compression.GZIP)
+    w2 = build_wrapper([Record(8, 1100, b"h", b"x"), Record(9, 1101, b"i", b"y")], magic=1,
+                       compression=Compression.SNAPPY, timestamp_type=TimestampType.LOG_APPEND_TIME,
+                       log_append_time=5000)
+    seg = tmp_path / "00000000000000000005.log"
+    seg.write_bytes(w1 + w2)
+    out, err, errors = dump(seg, deep_iteration=True)
+    c = [legacy_crc(1, 0, 1000, b"a", b"1"), legacy_crc(1, 0, 1001, None, b"2"), legacy_crc(1, 0, 1003, b"c", None),
+         legacy_crc(1, 8, 5000, b"h", b"x"), legacy_crc(1, 8, 5000, b"i", b"y")]
+    assert out == [
+        f"Dumping {seg}",
+        "Log starting offset: 5",
+        f"offset: 7 position: 0 CreateTime: 1003 size: {len(w1)} magic: 1 compresscodec: gzip"
+        f" crc: {zlib.crc32(w1[16:])} isvalid: true",
+        f"| offset: 5 CreateTime: 1000 keySize: 1 valueSize: 1 isValid: true crc: {c[0]}",
+        f"| offset: 6 CreateTime: 1001 keySize: -1 valueSize: 1 isValid: true crc: {c[1]}",
+        f"| offset: 7 CreateTime: 1003 keySize: 1 valueSize: -1 isValid: true crc: {c[2]}",
+        f"offset: 9 position: {len(w1)} LogAppendTime: 5000 size: {len(w2)} magic: 1 compresscodec: snappy"
+        f" crc: {zlib.crc32(w2[16:])} isvalid: true",
+        f"| offset: 8 LogAppendTime: 5000 keySize: 1 valueSize: 1 isValid: true crc: {c[3]}",
+        f"| offset: 9 LogAppendTime: 5000 keySize: 1 valueSize: 1 isValid: true crc: {c[4]}",
+    ]
+    assert (err, errors) == ([], 0)
+
+
+def _transactional_segment() -> bytes:
+    producer = {"producer_id": 4711, "producer_epoch": 3, "is_transactional": True, "partition_leader_epoch": 5}
+    commit = EndTransactionMarker(ControlRecordType.COMMIT, 100)
+    abort = EndTransactionMarker(ControlRecordType.ABORT, 101)
+    return b"".join([
+        build_record_batch([Record(0, 1000, b"k0", b"v0", (Header("trace", b"t"), Header("span", None))),
+                            Record(1, 1005, b"k1", b"\xff1", ())], base_sequence=17, **producer),
+        build_record_batch([Record(2, 1010, commit.encode_key(), commit.encode_value())], is_control=True, **producer),
+        build_record_batch([Record(3, 1020, None, b"v3"), Record(4, 1021, b"k4", b"v4")], base_sequence=19,
+                           compression=Compression.GZIP, **producer),
+        build_record_batch([Record(5, 1030, abort.encode_key(), abort.encode_value())], is_control=True, **producer),
+        build_record_batch([Record(6, 1040, b"k6", b"v6")], timestamp_type=TimestampType.LOG_APPEND_TIME,
+                           max_timestamp=9999),
+        build_record_batch([Record(7, 1050, b"k7", None)], delete_horizon_ms=86_400_000),
+    ])
+
+
+def test_v2_headers_transactions_markers_log_append_time_and_delete_horizon(tmp_path):
+    data = _transactional_segment()
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(data)
+    b = v2_lines(data)
+    assert b[0].startswith("baseOffset: 0 lastOffset: 1 count: 2 baseSequence: 17 lastSequence: 18 producerId: 4711"
+                           " producerEpoch: 3 partitionLeaderEpoch: 5 isTransactional: true isControl: false"
+                           " deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1005 size: ")
+    assert b[5].startswith("baseOffset: 7 lastOffset: 7 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1"
+                           " producerEpoch: -1 partitionLeaderEpoch: -1 isTransactional: false isControl: false"
+                           " deleteHorizonMs: OptionalLong[86400000] position: ")
+    out, err, errors = dump(seg, print_data_log=True)
+    assert out == [
+        f"Dumping {seg}",
+        "Log starting offset: 0",
+        b[0],
+        "| offset: 0 CreateTime: 1000 keySize: 2 valueSize: 2 sequence: 17 headerKeys: [trace,span]"
+        " key: k0 payload: v0",
+        "| offset: 1 CreateTime: 1005 keySize: 2 valueSize: 2 sequence: 18 headerKeys: [] key: k1 payload: \ufffd1",
+        b[1],
+        "| offset: 2 CreateTime: 1010 keySize: 4 valueSize: 6 sequence: -1 headerKeys: []"
+        " endTxnMarker: COMMIT coordinatorEpoch: 100",
+        b[2],
+        "| offset: 3 CreateTime: 1020 keySize: -1 valueSize: 2 sequence: 19 headerKeys: [] payload: v3",
+        "| offset: 4 CreateTime: 1021 keySize: 2 valueSize: 2 sequence: 20 headerKeys: [] key: k4 payload: v4",
+        b[3],
+        "| offset: 5 CreateTime: 1030 keySize: 4 valueSize: 6 sequence: -1 headerKeys: []"
+        " endTxnMarker: ABORT coordinatorEpoch: 101",
+        b[4],
+        "| offset: 6 LogAppendTime: 9999 keySize: 2 valueSize: 2 sequence: -1 headerKeys: [] key: k6 payload: v6",
+        b[5],
+        "| offset: 7 CreateTime: 1050 keySize: 2 valueSize: -1 sequence: -1 headerKeys: [] key: k7",
+    ]
+    assert " compresscodec: gzip " in b[2] and " LogAppendTime: 9999 " in b[4]
+    assert (err, errors) == ([], 0)
+
+
+def test_decoders_and_skip_record_metadata(tmp_path):
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(build_record_batch([Record(0, 1, b"\x00\x01", b'{"a": [1, 2]}'), Record(1, 2, b"k", b"{oops")]))
+    out = dump(seg, key_decoder=PayloadDecoder.HEX, value_decoder=PayloadDecoder.JSON, print_data_log=True)[0]
+    assert out[3].endswith("headerKeys: [] key: 0001 payload: {\"a\":[1,2]}")
+    assert out[4].endswith("headerKeys: [] key: Error at offset 1, skipping. not JSON: Expecting property name"
+                           " enclosed in double quotes: line 1 column 2 (char 1)")
+    out = dump(seg, print_data_log=True, skip_record_metadata=True)[0]
+    assert out[3:] == ['| key: \x00\x01 payload: {"a": [1, 2]}', "| key: k payload: {oops"]
+    out = dump(seg, deep_iteration=True, skip_record_metadata=True)[0]
+    assert out[3:] == ["", ""]  # Kafka prints an empty line per record
+
+
+def test_non_consecutive_offsets_are_listed_after_the_last_file(tmp_path):
+    compacted = build_record_batch([Record(0, 1, b"a", b"1"), Record(2, 2, b"b", b"2")]) + build_record_batch(
+        [Record(3, 3, b"c", b"3"), Record(7, 4, b"d", b"4")])
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(compacted)
+    assert dump(seg)[1] == []  # shallow: records are not looked at
+    out, err, errors = dump(seg, deep_iteration=True)
+    assert [line.split(" CreateTime")[0] for line in out if line.startswith("|")] == [
+        "| offset: 0", "| offset: 2", "| offset: 3", "| offset: 7"]
+    assert err == [f"Non-consecutive offsets in {seg}", "  0 is followed by 2", "  3 is followed by 7"]
+    assert errors == 0
+
+
+def test_empty_segment_prints_its_header_lines_with_newlines(tmp_path):
+    seg = tmp_path / "00000000000000000100.log"
+    seg.write_bytes(b"")
+    assert dump(seg) == ([f"Dumping {seg}", "Log starting offset: 100"], [], 0)
+    res = runner.invoke(app, ["inspect", str(seg)])
+    assert res.exit_code == 0
+    assert res.stdout == f"Dumping {seg}\nLog starting offset: 100\n"
+
+
+def test_truncated_tail_and_max_bytes(tmp_path):
+    data = _transactional_segment()
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(data + data[:20])
+    out, err, errors = dump(seg)
+    assert out[2:] == v2_lines(data) + [f"Found 20 invalid bytes at the end of {seg.name}"]
+    assert (err, errors) == ([], 0)
+    first_two = 12 + struct.unpack_from(">i", data, 8)[0]
+    first_two += 12 + struct.unpack_from(">i", data, first_two + 8)[0]
+    out = dump(seg, max_bytes=first_two + 10)[0]
+    assert out[2:] == v2_lines(data)[:2]  # no "Found ... invalid bytes" with --max-bytes
+
+
+# ------------------------------------------------------------------ KRaft: metadata log and snapshots
+
+
+def test_metadata_segment_records_as_kafka_json(tmp_path):
+    d = tmp_path / "__cluster_metadata-0"
+    d.mkdir()
+    leader_change = encode_control_value(ControlRecordType.LEADER_CHANGE, {
+        "Version": 0, "LeaderId": 3000, "Voters": [{"VoterId": 3000}], "GrantingVoters": [{"VoterId": 3000}]})
+    values = [
+        metadata_value("FeatureLevelRecord", 0, {"Name": "metadata.version", "FeatureLevel": 21}),
+        metadata_value("TopicRecord", 0, {"Name": "orders", "TopicId": TOPIC_ID}),
+        metadata_value("PartitionChangeRecord", 0, {"PartitionId": 0, "TopicId": TOPIC_ID, "Isr": [1, 2],
+                                                    "Leader": 2}),
+        metadata_value("ClientQuotaRecord", 0, {"Entity": [{"EntityType": "user", "EntityName": "alice"}],
+                                                "Key": "producer_byte_rate", "Value": 1048576.0, "Remove": False}),
+        metadata_value("ClientQuotaRecord", 0, {"Entity": [{"EntityType": "client-id", "EntityName": None}],
+                                                "Key": "request_percentage", "Value": 1.5e7, "Remove": True}),
+        metadata_value("UserScramCredentialRecord", 0, {"Name": "admin", "Mechanism": 1, "Salt": b"s" * 24,
+                                                        "StoredKey": b"k" * 32, "ServerKey": b"v" * 32,
+                                                        "Iterations": 4096}),
+        bytes.fromhex("904e904e"),  # DumpLogSegmentsTest's bogus record: two uvarints 10000
+    ]
+    data = (build_record_batch([Record(0, 7000, encode_control_key(ControlRecordType.LEADER_CHANGE), leader_change)],
+                               is_control=True, partition_leader_epoch=1)
+            + build_record_batch([Record(1 + i, 7001, None, v) for i, v in enumerate(values)],
+                                 partition_leader_epoch=1))
+    seg = d / "00000000000000000000.log"
+    seg.write_bytes(data)
+    b = v2_lines(data)
+    out, err, errors = dump(seg, deep_iteration=True)
+    meta = "CreateTime: 7001 keySize: -1 valueSize: {} sequence: -1 headerKeys: [] payload: "
+    assert out == [
+        f"Dumping {seg}",
+        "Log starting offset: 0",
+        b[0],
+        f"| offset: 0 CreateTime: 7000 keySize: 4 valueSize: {len(leader_change)} sequence: -1 headerKeys: []"
+        ' LeaderChange: {"version":0,"leaderId":3000,"voters":[{"voterId":3000}],"grantingVoters":[{"voterId":3000}]}',
+        b[1],
+        f"| offset: 1 {meta.format(len(values[0]))}"
+        '{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version","featureLevel":21}}',
+        f"| offset: 2 {meta.format(len(values[1]))}"
+        f'{{"type":"TOPIC_RECORD","version":0,"data":{{"name":"orders","topicId":"{TOPIC_ID}"}}}}',
+        f"| offset: 3 {meta.format(len(values[2]))}"  # tagged fields at their default are left out
+        f'{{"type":"PARTITION_CHANGE_RECORD","version":0,"data":{{"partitionId":0,"topicId":"{TOPIC_ID}",'
+        '"isr":[1,2],"leader":2}}',
+        f"| offset: 4 {meta.format(len(values[3]))}"
+        '{"type":"CLIENT_QUOTA_RECORD","version":0,"data":{"entity":[{"entityType":"user","entityName":"alice"}],'
+        '"key":"producer_byte_rate","value":1048576.0,"remove":false}}',
+        f"| offset: 5 {meta.format(len(values[4]))}"
+        '{"type":"CLIENT_QUOTA_RECORD","version":0,"data":{"entity":[{"entityType":"client-id","entityName":null}],'
+        '"key":"request_percentage","value":1.5E7,"remove":true}}',
+        f"| offset: 6 {meta.format(len(values[5]))}"
+        '{"type":"USER_SCRAM_CREDENTIAL_RECORD","version":0,"data":{"name":"admin","mechanism":1,'
+        '"salt":"<redacted 24 bytes>","storedKey":"<redacted 32 bytes>","serverKey":"<redacted 32 bytes>",'
+        '"iterations":4096}}',
+        f"| offset: 7 {meta.format(4)}Error at 7, skipping. unknown metadata record frame version 10000"
+        " (expected frame version 1, found 10000)",
+    ]
+    assert (err, errors) == ([], 0)
+    # shallow, Kafka's default: batches only
+    assert dump(seg)[0] == out[:3] + out[4:5]
+    # Kafka's test: --cluster-metadata-decoder --skip-record-metadata still shows the records
+    out = dump(seg, cluster_metadata_decoder=True, skip_record_metadata=True)[0]
+    assert out[3] == "" and out[5].startswith('| payload: {"type":"FEATURE_LEVEL_RECORD"')
+    # a decoder given explicitly wins over the automatic one
+    out = dump(seg, print_data_log=True, value_decoder=PayloadDecoder.HEX)[0]
+    assert out[5].endswith(f"headerKeys: [] payload: {values[0].hex()}")
+    # a copy outside __cluster_metadata-0 needs the decoder asked for, as with Kafka
+    copy = tmp_path / "00000000000000000000.log"
+    copy.write_bytes(data)
+    assert "TOPIC_RECORD" not in "\n".join(dump(copy, print_data_log=True)[0])
+    assert "TOPIC_RECORD" in "\n".join(dump(copy, cluster_metadata_decoder=True)[0])
+
+
+def _voters() -> bytes:
+    return encode_control_value(ControlRecordType.KRAFT_VOTERS, {"Version": 0, "Voters": [{
+        "VoterId": 3000, "VoterDirectoryId": TOPIC_ID,
+        "Endpoints": [{"Name": "CONTROLLER", "Host": "ctl", "Port": 9093}],
+        "KRaftVersionFeature": {"MinSupportedVersion": 0, "MaxSupportedVersion": 1}}]})
+
+
+def test_snapshot_checkpoint(tmp_path):
+    records = [
+        metadata_value("RegisterBrokerRecord", 0, {
+            "BrokerId": 1, "IncarnationId": TOPIC_ID, "BrokerEpoch": 10,
+            "EndPoints": [{"Name": "PLAINTEXT", "Host": "b1", "Port": 9092, "SecurityProtocol": 0}],
+            "Features": [], "Rack": None, "Fenced": True}),
+        metadata_value("TopicRecord", 0, {"Name": "test-topic", "TopicId": TOPIC_ID}),
+    ]
+    data = build_checkpoint(records, header_timestamp=10000, append_time=20000, epoch=2,
+                            kraft_records=[(ControlRecordType.KRAFT_VERSION, kraft_version_value(1)),
+                                           (ControlRecordType.KRAFT_VOTERS, _voters())])
+    snap = tmp_path / "00000000000000000005-0000000002.checkpoint"
+    snap.write_bytes(data)
+    b = v2_lines(data)
+    rec = "CreateTime: 20000 keySize: {} valueSize: {} sequence: -1 headerKeys: []"
+    out, err, errors = dump(snap)  # a snapshot is dumped deep, with the metadata decoder
+    assert out == [
+        f"Dumping {snap}",
+        "Snapshot end offset: 5, epoch: 2",
+        b[0],
+        f'| offset: 0 {rec.format(4, 11)} SnapshotHeader {{"version":0,"lastContainedLogTimestamp":10000}}',
+        f'| offset: 1 {rec.format(4, 5)} KRaftVersion {{"version":0,"kRaftVersion":1}}',
+        f"| offset: 2 {rec.format(4, len(_voters()))} KRaftVoters "
+        f'{{"version":0,"voters":[{{"voterId":3000,"voterDirectoryId":"{TOPIC_ID}","endpoints":[{{"name":"CONTROLLER",'
+        '"host":"ctl","port":9093}],"kRaftVersionFeature":{"minSupportedVersion":0,"maxSupportedVersion":1}}]}',
+        b[1],
+        f"| offset: 3 {rec.format(-1, len(records[0]))} payload: "
+        f'{{"type":"REGISTER_BROKER_RECORD","version":0,"data":{{"brokerId":1,"incarnationId":"{TOPIC_ID}",'
+        '"brokerEpoch":10,"endPoints":[{"name":"PLAINTEXT","host":"b1","port":9092,"securityProtocol":0}],'
+        '"features":[],"rack":null,"fenced":true}}',
+        f"| offset: 4 {rec.format(-1, len(records[1]))} payload: "
+        f'{{"type":"TOPIC_RECORD","version":0,"data":{{"name":"test-topic","topicId":"{TOPIC_ID}"}}}}',
+        b[2],
+        f'| offset: 5 {rec.format(4, 3)} SnapshotFooter {{"version":0}}',
+    ]
+    assert " partitionLeaderEpoch: 2 " in b[0] and " isControl: true " in b[0]
+    assert (err, errors) == ([], 0)
+    boot = tmp_path / "bootstrap.checkpoint"
+    boot.write_bytes(data)
+    assert dump(boot)[0][:2] == [f"Dumping {boot}", "KRaft bootstrap snapshot"]
+
+
+# ------------------------------------------------------------------ indexes, producer snapshots
+
+
+def _indexed_segment(d: Path) -> tuple[Path, list[int]]:
+    batches = [build_record_batch([Record(10, 1000, None, b"a"), Record(11, 1001, None, b"b"),
+                                   Record(12, 1002, None, b"c")]),
+               build_record_batch([Record(13, 2000, None, b"d"), Record(14, 2001, None, b"e")]),
+               build_record_batch([Record(15, 3000, None, b"f")])]
+    seg = d / "00000000000000000010.log"
+    seg.write_bytes(b"".join(batches))
+    positions = [0, len(batches[0]), len(batches[0]) + len(batches[1])]
+    return seg, positions
+
+
+def test_offset_index(tmp_path):
+    seg, pos = _indexed_segment(tmp_path)
+    index = tmp_path / "00000000000000000010.index"
+    OffsetIndex(10, [(12, pos[0]), (14, pos[1])]).write(index)
+    index.write_bytes(index.read_bytes() + bytes(24))  # a preallocated tail: dump stops at the zero entry
+    assert dump(index) == ([f"Dumping {index}", "offset: 12 position: 0", f"offset: 14 position: {pos[1]}"], [], 0)
+    assert dump(index, verify_index_only=True) == ([f"Dumping {index}"], [], 0)
+    assert dump(index, index_sanity_check=True)[0] == [f"Dumping {index}", f"{index} passed sanity check."]
+    # entries whose offset is not the last offset of the batch at their position (Kafka lists
+    # them highest index offset first)
+    index.write_bytes(struct.pack(">ii", 1, pos[0]) + struct.pack(">ii", 4, pos[1]) + struct.pack(">ii", 6, pos[1]))
+    out, err, errors = dump(index)
+    assert out == [f"Dumping {index}", "offset: 11 position: 0", f"offset: 14 position: {pos[1]}",
+                   f"offset: 16 position: {pos[1]}"]
+    assert err == [f"Mismatches in :{index}", "  Index offset: 16, log offset: 14",
+                   "  Index offset: 11, log offset: 12"]
+    assert errors == 0
+    index.write_bytes(b"")
+    assert dump(index)[0] == [f"Dumping {index}", f"{index} is empty."]
+
+
+def test_time_index(tmp_path):
+    seg, pos = _indexed_segment(tmp_path)
+    OffsetIndex(10, [(12, pos[0]), (14, pos[1])]).write(tmp_path / "00000000000000000010.index")
+    tindex = tmp_path / "00000000000000000010.timeindex"
+    TimeIndex(10, [(1002, 12), (2001, 14)]).write(tindex)
+    assert dump(tindex) == ([f"Dumping {tindex}", "timestamp: 1002 offset: 12", "timestamp: 2001 offset: 14"], [], 0)
+    # wrong timestamp, out of order, an offset that is no batch's last, one past the log
+    tindex.write_bytes(b"".join(struct.pack(">qi", t, o - 10) for t, o in
+                                ((1500, 12), (900, 14), (3000, 13), (5000, 99))))
+    out, err, errors = dump(tindex)
+    assert out[1:] == ["timestamp: 1500 offset: 12", "timestamp: 900 offset: 14", "timestamp: 3000 offset: 13",
+                       "timestamp: 5000 offset: 99"]
+    assert err == [
+        f"Found timestamp mismatch in :{tindex}",
+        "  Index timestamp: 1500, log timestamp: 1002",
+        "  Index timestamp: 900, log timestamp: 2001",
+        f"Found out of order timestamp in :{tindex}",
+        "  Index timestamp: 900, Previously indexed timestamp: 1500",
+        "The following indexed offsets are not found in the log.",
+        "Indexed offset: 13, found log offset: 14",
+        "Indexed offset: 99, found log offset: -1",
+    ]
+    assert errors == 0
+
+
+def test_txn_index_and_producer_snapshot(tmp_path):
+    txn = tmp_path / "00000000000000000000.txnindex"
+    TransactionIndex(0, [AbortedTxn(2000, 67, 78, 67), AbortedTxn(2001, 80, 90, 79)]).write(txn)
+    assert dump(txn)[0] == [f"Dumping {txn}",
+                            "version: 0 producerId: 2000 firstOffset: 67 lastOffset: 78 lastStableOffset: 67",
+                            "version: 0 producerId: 2001 firstOffset: 80 lastOffset: 90 lastStableOffset: 79"]
+    snap = tmp_path / "00000000000000000016.snapshot"
+    ProducerSnapshot([
+        ProducerSnapshotEntry(4711, 3, last_sequence=19, last_offset=14, offset_delta=2, timestamp=2001),
+        ProducerSnapshotEntry(9, 0, timestamp=500, coordinator_epoch=7, current_txn_first_offset=12),
+        ProducerSnapshotEntry(8, 1, last_sequence=1, last_offset=30, offset_delta=3, timestamp=40),  # wrapped seq
+    ]).write(snap)
+    assert dump(snap) == ([
+        f"Dumping {snap}",
+        "producerId: 4711 producerEpoch: 3 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty"
+        " lastTimestamp: 2001 firstSequence: 17 lastSequence: 19 lastOffset: 14 offsetDelta: 2 timestamp: 2001",
+        "producerId: 9 producerEpoch: 0 coordinatorEpoch: 7 currentTxnFirstOffset: OptionalLong[12] lastTimestamp: 500",
+        "producerId: 8 producerEpoch: 1 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty"
+        " lastTimestamp: 40 firstSequence: 2147483646 lastSequence: 1 lastOffset: 30 offsetDelta: 3 timestamp: 40",
+    ], [], 0)
+    snap.write_bytes(snap.read_bytes()[:-1])
+    out, err, errors = dump(snap)
+    assert out == [f"Dumping {snap}"] and errors == 1
+    assert len(err) == 1 and err[0].startswith(f"error: {snap}: byte ") and "expected" in err[0]
+
+
+# ------------------------------------------------------------------ Kafka's DumpLogSegmentsTest shapes
+
+
+def _kafka_test_segment(d: Path) -> tuple[Path, list[tuple[int, bool, bool]]]:
+    """DumpLogSegmentsTest.addSimpleRecords, written with kafka-python: 10 records with key and
+    value, 20 with a key, 20 with a value, 10 with neither; (size, has keys, has values)."""
+    spec = [(range(0, 10), True, True), (range(10, 30), True, False), (range(30, 50), False, True),
+            (range(50, 60), False, False)]
+    parts, info = [], []
+    for offsets, keys, vals in spec:
+        b = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+        for i in offsets:
+            b.append(i - offsets[0], 1_700_000_000_000 + i, f"message key {i}".encode() if keys else None,
+                     f"message value {i}".encode() if vals else None, [])
+        data = bytearray(b.build())
+        struct.pack_into(">q", data, 0, offsets[0])  # the base offset is not covered by the CRC
+        parts.append(bytes(data))
+        info.append((len(offsets), keys, vals))
+    seg = d / "00000000000000000000.log"
+    seg.write_bytes(b"".join(parts))
+    return seg, info
+
+
+def _fields(line: str) -> dict[str, str]:
+    """DumpLogSegmentsTest.parseMetadataFields: ``name: value`` token pairs."""
+    tokens = line.split()
+    assert all(t.endswith(":") for t in tokens[::2]), line
+    return dict(zip((t[:-1] for t in tokens[::2]), tokens[1::2], strict=True))
+
+
+@pytest.mark.parametrize("options,with_data", [({"print_data_log": True}, True),
+                                               ({"print_data_log": True, "deep_iteration": True}, True),
+                                               ({"value_decoder": PayloadDecoder.STRING, "print_data_log": True}, True),
+                                               ({"deep_iteration": True}, False)])
+def test_kafka_dump_log_segments_test_record_lines(tmp_path, options, with_data):
+    seg, info = _kafka_test_segment(tmp_path)
+    lines = dump(seg, **options)[0]
+    total = sum(n for n, _, _ in info)
+    lines = lines[len(lines) - total - len(info):]
+    offset, i = 0, 0
+    for n, keys, vals in info:
+        assert lines[i].startswith(f"baseOffset: {offset} lastOffset: "), lines[i]
+        i += 1
+        for _ in range(n):
+            assert lines[i].startswith(f"| offset: {offset}"), lines[i]
+            if with_data:
+                suffix = "headerKeys: []" + (f" key: message key {offset}" if keys else "") + (
+                    f" payload: message value {offset}" if vals else "")
+                assert lines[i].endswith(suffix), lines[i]
+            else:
+                rec = _fields(lines[i][1:])
+                assert list(rec) == ["offset", "CreateTime", "keySize", "valueSize", "sequence", "headerKeys"]
+                assert rec["CreateTime"] == str(1_700_000_000_000 + offset)
+                assert rec["keySize"] == (str(len(f"message key {offset}")) if keys else "-1")
+            offset += 1
+            i += 1
+
+
+def test_kafka_dump_log_segments_test_batch_fields_and_max_bytes(tmp_path):
+    seg, info = _kafka_test_segment(tmp_path)
+    out = dump(seg)[0]
+    assert not any(" isvalid" in line and line.startswith("| ") for line in out)
+    batches = [_fields(line) for line in out if line.startswith("baseOffset")]
+    assert [list(b) for b in batches] == [[
+        "baseOffset", "lastOffset", "count", "baseSequence", "lastSequence", "producerId", "producerEpoch",
+        "partitionLeaderEpoch", "isTransactional", "isControl", "deleteHorizonMs", "position", "CreateTime", "size",
+        "magic", "compresscodec", "crc", "isvalid"]] * 4
+    assert [b["count"] for b in batches] == [str(n) for n, _, _ in info]
+    assert {b["isvalid"] for b in batches} == {"true"} and {b["compresscodec"] for b in batches} == {"none"}
+    # testPrintDataLogPartialBatches: --max-bytes of the first two batches' sizes gives two batches
+    partial = sum(int(b["size"]) for b in batches[:2])
+    assert sum(line.startswith("baseOffset") for line in dump(seg, max_bytes=partial)[0]) == 2
+
+
+# ------------------------------------------------------------------ errors, JSON, the command
+
+
+def test_corrupt_segment_names_file_position_and_expectation_without_traceback(tmp_path):
+    data = bytearray(_transactional_segment())
+    second = 12 + struct.unpack_from(">i", data, 8)[0]
+    struct.pack_into(">i", data, second + 8, 5)  # a size below the 14-byte minimum
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(bytes(data))
+    other = tmp_path / "00000000000000000000.txnindex"
+    TransactionIndex(0, [AbortedTxn(1, 2, 3, 2)]).write(other)
+    res = subprocess.run([str(KMIGRATE), "inspect", str(seg), str(other), str(tmp_path / "notes.txt")],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 2 and "notes.txt: no such file" in res.stderr  # refused before any output
+    assert res.stdout == ""
+    (tmp_path / "notes.txt").write_text("x")
+    res = subprocess.run([str(KMIGRATE), "inspect", str(seg), str(other), str(tmp_path / "notes.txt")],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 1
+    assert "Traceback" not in res.stderr + res.stdout
+    assert res.stderr.splitlines() == [
+        f"error: {seg}: byte {second + 8}: record size is smaller than the minimum record overhead"
+        " (expected >= 14, found 5)",
+        f"Ignoring unknown file {tmp_path / 'notes.txt'}",
+    ]
+    # the batch before the damage is printed, the next file still dumped
+    assert res.stdout.splitlines() == [f"Dumping {seg}", "Log starting offset: 0", v2_lines(bytes(data[:second]))[0],
+                                       f"Dumping {other}",
+                                       "version: 0 producerId: 1 firstOffset: 2 lastOffset: 3 lastStableOffset: 2",
+                                       f"Dumping {tmp_path / 'notes.txt'}"]
+
+
+def test_corrupt_compressed_records_in_deep_iteration(tmp_path):
+    data = bytearray(_transactional_segment())
+    at = 0
+    for _ in range(2):
+        at += 12 + struct.unpack_from(">i", data, at + 8)[0]
+    data[at + 61 + 12] ^= 0xFF  # inside the gzip stream of the third batch
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(bytes(data))
+    out, err, errors = dump(seg, deep_iteration=True)
+    assert errors == 1 and len(err) == 1 and err[0].startswith(f"error: {seg}: byte ")
+    assert out[-1].startswith("baseOffset: 3 lastOffset: 4 ") and " isvalid: false" in out[-1]
+
+
+def test_json_lines_and_usage_errors(tmp_path):
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(_transactional_segment())
+    res = runner.invoke(app, ["inspect", "--json", "--files", f"{seg},{seg}", "--deep-iteration"])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [r["entry"] for r in rows[:5]] == ["file", "logStartingOffset", "batch", "record", "record"]
+    assert rows[2]["deleteHorizonMs"] is None and rows[2]["isTransactional"] is True
+    assert rows[3]["headerKeys"] == ["trace", "span"] and rows[3]["timestampType"] == "CreateTime"
+    assert [r["endTxnMarker"] for r in rows if "endTxnMarker" in r] == ["COMMIT", "ABORT"] * 2
+    assert runner.invoke(app, ["inspect"]).exit_code == 2
+    assert runner.invoke(app, ["inspect", str(tmp_path)]).exit_code == 2
+    assert runner.invoke(app, ["inspect", "--value-decoder", "avro", str(seg)]).exit_code == 2
