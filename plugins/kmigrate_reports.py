@@ -1,9 +1,14 @@
 """Airflow 3 plugin: the kmigrate run report of each DAG run, as a tab of the DAG run page.
 
-Wiring and Airflow's access check only; the app lives in ``migration.audit.web``. The FastAPI
+Wiring and Airflow's access check; the app lives in ``migration.audit.web``. The FastAPI
 app is mounted by the API server under ``URL_PREFIX``; the external view adds a "Migration
 report" tab to every DAG run, whose iframe loads ``/kmigrate-reports/dag-runs/<dag id>/<run id>``
-(Airflow's UI substitutes ``{DAG_ID}`` and ``{RUN_ID}``, URL-encoded).
+(Airflow's UI substitutes ``{DAG_ID}`` and ``{RUN_ID}``, URL-encoded). That page is the DAG run's
+own report, the one merging every step's (``merge_reports``; its run id is ``run_id_for`` of the
+DAG run id), with a link to each step's report and to the other reports of the run (the
+preflight, a rollback); before the final report step has run, the newest step's report. The
+links go to ``/dag-runs/<dag id>/<run id>/reports/<report run id>``, added here, so a user who may
+read that DAG's runs may follow them (``/runs/<run id>`` needs access to every DAG's runs).
 
 Airflow does not authenticate plugin apps (a mounted app inherits none of the core API's
 dependencies), so every route here requires what the core API requires to read DAG runs:
@@ -16,14 +21,20 @@ query string, which would let a reader of one DAG list every report.
 
 from __future__ import annotations
 
-from airflow.api_fastapi.app import get_auth_manager
+from urllib.parse import quote
+
+from airflow.api_fastapi.app import API_ROOT_PATH, get_auth_manager
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep
 from airflow.models.dag import DagModel
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import HTTPException, Request, status
+from fastapi import FastAPI, HTTPException, Request, status
+from fastapi.responses import HTMLResponse
 
-from migration.audit.web import create_app
+from migration.audit.model import RunReport
+from migration.audit.store import ReportNotFound, ReportStore, check_run_id
+from migration.audit.web import DAG_ID_RE, DAG_RUN_ID_RE, SECURITY_HEADERS, create_app
+from migration.orchestration.common import run_id_for
 
 URL_PREFIX = "/kmigrate-reports"
 
@@ -37,11 +48,50 @@ def may_read_dag_runs(request: Request, user: GetUserDep) -> None:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "Forbidden")
 
 
+def page_href(linked_from: RunReport, run_id: str) -> str:
+    """The URL of run ``run_id``'s page as ``linked_from``'s page links it: under the DAG run
+    both belong to (the same access check as the tab), else by run id. Absolute, below
+    ``[api] base_url``'s path as Airflow mounts plugin apps, so the tab's page and
+    ``/runs/<run id>`` link alike."""
+    base = API_ROOT_PATH.rstrip("/") + URL_PREFIX
+    if linked_from.dag_id is None or linked_from.dag_run_id is None:
+        return f"{base}/runs/{run_id}"
+    return f"{base}/dag-runs/{quote(linked_from.dag_id, safe='')}/{quote(linked_from.dag_run_id, safe='')}" \
+           f"/reports/{run_id}"
+
+
+def report_store() -> ReportStore:
+    """Per request (the report root comes from the environment): a DAG run's report is its
+    merged one, and pages link the other reports of their DAG run."""
+    return ReportStore(dag_run_report_id=run_id_for, page_href=page_href)
+
+
+def reports_app() -> FastAPI:
+    app = create_app(report_store, dependencies=[may_read_dag_runs])
+
+    # Added after create_app: the app's dependencies (the access check) apply to it as well.
+    @app.get("/dag-runs/{dag_id}/{dag_run_id}/reports/{run_id}", response_class=HTMLResponse,
+             name="dag_run_report_html")
+    def dag_run_report_html(dag_id: str, dag_run_id: str, run_id: str) -> HTMLResponse:
+        """The page of one report of that DAG run (a step's, the preflight's); 404 for a report
+        of any other DAG run, so the DAG in the path is the one whose access was checked."""
+        if not DAG_ID_RE.fullmatch(dag_id) or not DAG_RUN_ID_RE.fullmatch(dag_run_id):
+            raise HTTPException(400, "invalid dag id or dag run id")
+        check_run_id(run_id)
+        store = report_store()
+        report = store.load(run_id)
+        if report.dag_id != dag_id or report.dag_run_id != dag_run_id:
+            raise ReportNotFound(run_id)
+        return HTMLResponse(store.load_html(run_id), headers=SECURITY_HEADERS)
+
+    return app
+
+
 class KmigrateReportsPlugin(AirflowPlugin):
     name = "kmigrate_reports"
     fastapi_apps = [
         {
-            "app": create_app(dependencies=[may_read_dag_runs]),
+            "app": reports_app(),
             "url_prefix": URL_PREFIX,
             "name": "kmigrate reports",
         },

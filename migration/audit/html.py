@@ -12,7 +12,9 @@ label and attribute value, then marked safe.
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,11 +30,14 @@ PALETTE = ["#5bc0de", "#8e6cc7", "#777777", "#c7a26c", "#2e86ab", "#e377c2"]
 SIDE_COLOURS = {"before": "#8fa8c8", "after": "#2e5c8a"}
 
 
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
 def fmt_bytes(n: int | float | None) -> str:
     if n is None:
         return "–"
     value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+    for unit in _BYTE_UNITS:
         if abs(value) < 1024 or unit == "TiB":
             return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
@@ -43,14 +48,58 @@ def fmt_int(n: int | None) -> str:
     return "–" if n is None else f"{n:,}"
 
 
+def _significant(x: float, digits: int = 3) -> str:
+    """``x`` (> 0) to ``digits`` significant digits, without exponent or trailing zeros."""
+    text = f"{x:.{max(0, digits - 1 - math.floor(math.log10(x)))}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def fmt_seconds(s: float | None) -> str:
+    """A duration as people read it. Below a second in milliseconds (three significant digits):
+    a step that did nothing takes a fraction of a millisecond, which "0.00 s" would hide."""
     if s is None:
         return "–"
+    if s <= 0:
+        return "0 s"
+    if s < 1:
+        return f"{_significant(s * 1000)} ms"
     if s < 60:
         return f"{s:.2f} s"
     minutes, sec = divmod(s, 60)
     hours, minutes = divmod(int(minutes), 60)
     return f"{hours}h {minutes:02d}m {sec:04.1f}s" if hours else f"{minutes}m {sec:04.1f}s"
+
+
+def fmt_formats(input_format: str | None, output_format: str | None) -> str:
+    """A unit's format column: ``v0 → v2`` when it was (or would be) rewritten, ``v2 (unchanged)``
+    when it was kept, the one known side alone, and ``–`` for a unit with no message format (a
+    partition the preflight validated, a checkpoint file): never ``? → ?``."""
+    if input_format is None and output_format is None:
+        return "–"
+    if output_format is None:
+        return input_format or "–"
+    if input_format is None:
+        return f"→ {output_format}"
+    if input_format == output_format:
+        return f"{input_format} (unchanged)"
+    return f"{input_format} → {output_format}"
+
+
+def run_formats(report: RunReport) -> str:
+    """The formats a whole run read and wrote (``v0, v1 → v2``), from its units, as
+    ``fmt_formats`` writes them; ``–`` when no unit has a message format (a preflight, a
+    run with nothing to do)."""
+    before: set[str] = set()
+    after: set[str] = set()
+    for u in report.iter_results():
+        before |= _labels(u.format_mix("before"), u.input_format)
+        after |= _labels(u.format_mix("after"), u.output_format)
+    return fmt_formats(", ".join(_format_order(before)) or None, ", ".join(_format_order(after)) or None)
+
+
+def _labels(mix: Mapping[str, int], label: str | None) -> set[str]:
+    """A unit's formats on one side: its per-format bytes, else its label (``v0,v1`` for a mix)."""
+    return set(mix) if mix else {f.strip() for f in (label or "").split(",") if f.strip()}
 
 
 def attrs(values: Mapping[str, Any]) -> Markup:
@@ -80,10 +129,48 @@ def _format_order(labels: set[str]) -> list[str]:
     return known + sorted(labels - set(known))
 
 
-def _tick_values(maximum: float, count: int = 4) -> list[float]:
+def _nice_step(raw: float) -> float:
+    """The smallest 1, 2 or 5 × 10^k at or above ``raw`` (> 0)."""
+    exp = math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        step = m * 10.0**exp
+        if step >= raw * (1 - 1e-9):
+            return step
+    raise AssertionError("unreachable")
+
+
+def _ticks(maximum: float, step: float) -> list[float]:
+    """0, step, 2·step, … up to the first multiple at or above ``maximum``."""
+    n = max(1, math.ceil(maximum / step - 1e-9))
+    return [i * step for i in range(n + 1)]
+
+
+def byte_ticks(maximum: float, count: int = 4) -> list[tuple[float, str]]:
+    """(bytes, label) of an axis from 0 to at least ``maximum`` bytes in about ``count`` steps.
+
+    The step is 1, 2 or 5 × 10^k in the unit ``fmt_bytes`` would pick for the maximum (whole
+    bytes at least), and every label carries the decimals that step needs: labels are distinct
+    and increase, and the axis ends at a labelled tick at or above the highest bar. With nothing
+    to show (0 bytes) the axis is the single tick ``0 B``."""
     if maximum <= 0:
-        return [0.0]
-    return [maximum * i / count for i in range(count + 1)]
+        return [(0.0, "0 B")]
+    k = 0
+    while maximum / 1024**k >= 1024 and k < len(_BYTE_UNITS) - 1:
+        k += 1
+    scaled = maximum / 1024**k
+    step = _nice_step(scaled / count)
+    if k == 0:
+        step = max(step, 1.0)
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9))
+    return [(t * 1024**k, "0 B" if t == 0 else f"{t:.{decimals}f} {_BYTE_UNITS[k]}") for t in _ticks(scaled, step)]
+
+
+def second_ticks(maximum: float, count: int = 4) -> list[tuple[float, str]]:
+    """(seconds, label) of a time axis from 0 to at least ``maximum``, steps of 1, 2 or 5 × 10^k
+    seconds; a single ``0 s`` tick when no time passed."""
+    if maximum <= 0:
+        return [(0.0, "0 s")]
+    return [(t, fmt_seconds(t)) for t in _ticks(maximum, _nice_step(maximum / count))]
 
 
 # --- charts ----------------------------------------------------------------------------------
@@ -139,6 +226,14 @@ def svg_format_mix(brokers: list[dict[str, Any]]) -> Markup:
     return Markup("".join(out))
 
 
+def _y_tick(x1: float, x2: float, y: float, value: float, label: str) -> str:
+    return (
+        f'<line x1="{x1}" x2="{x2}" y1="{y:.2f}" y2="{y:.2f}" class="grid"></line>'
+        f'<text x="{x1 - 6}" y="{y + 4:.2f}" text-anchor="end" class="axis tick" '
+        f"{attrs({'data-axis': 'y', 'data-tick': value})}>{_esc(label)}</text>"
+    )
+
+
 def svg_bytes_per_broker(brokers: list[dict[str, Any]]) -> Markup:
     """Grouped vertical bars: bytes before and after per broker."""
     if not brokers:
@@ -146,18 +241,16 @@ def svg_bytes_per_broker(brokers: list[dict[str, Any]]) -> Markup:
     left, top, plot_h, group_w, bar_w = 80, 16, 180, 70, 26
     width = left + group_w * len(brokers) + 120
     height = top + plot_h + 40
-    scale_max = max(max(b["totals"]["bytes_before"], b["totals"]["bytes_after"]) for b in brokers) or 1
+    ticks = byte_ticks(max(max(b["totals"]["bytes_before"], b["totals"]["bytes_after"]) for b in brokers))
+    scale_max = ticks[-1][0] or 1
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="chart-bytes-per-broker" '
         f'data-chart="bytes-per-broker" width="{width}" height="{height}" role="img" '
         f'aria-label="Bytes before and after per broker">'
     ]
-    for tick in _tick_values(scale_max):
+    for tick, label in ticks:
         ty = top + plot_h - plot_h * tick / scale_max
-        out.append(
-            f'<line x1="{left}" x2="{width - 110}" y1="{ty:.2f}" y2="{ty:.2f}" class="grid"></line>'
-            f'<text x="{left - 6}" y="{ty + 4:.2f}" text-anchor="end" class="axis">{_esc(fmt_bytes(tick))}</text>'
-        )
+        out.append(_y_tick(left, width - 110, ty, tick, label))
     for i, b in enumerate(brokers):
         gx = left + i * group_w + 8
         for j, side in enumerate(("before", "after")):
@@ -192,24 +285,21 @@ def svg_progress(timeline: list[dict[str, Any]], started_at: str) -> Markup:
     xs = [max((datetime.fromisoformat(p["at"]) - t0).total_seconds(), 0.0) for p in timeline]
     ys = [p["bytes_done"] for p in timeline]
     left, top, plot_w, plot_h = 80, 12, 560, 180
-    x_max, y_max = (max(xs) or 1.0), (max(ys) or 1)
+    y_ticks, x_ticks = byte_ticks(max(ys)), second_ticks(max(xs))
+    x_max, y_max = (x_ticks[-1][0] or 1.0), (y_ticks[-1][0] or 1)
     last = timeline[-1]
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="chart-progress" data-chart="progress" '
         f'width="{left + plot_w + 30}" height="{top + plot_h + 40}" role="img" aria-label="Progress over the run" '
         f"{attrs({'data-points': len(timeline), 'data-final-units-done': last['units_done'], 'data-final-bytes-done': last['bytes_done']})}>"  # noqa: E501
     ]
-    for tick in _tick_values(y_max):
-        ty = top + plot_h - plot_h * tick / y_max
-        out.append(
-            f'<line x1="{left}" x2="{left + plot_w}" y1="{ty:.2f}" y2="{ty:.2f}" class="grid"></line>'
-            f'<text x="{left - 6}" y="{ty + 4:.2f}" text-anchor="end" class="axis">{_esc(fmt_bytes(tick))}</text>'
-        )
-    for tick in _tick_values(x_max):
+    for tick, label in y_ticks:
+        out.append(_y_tick(left, left + plot_w, top + plot_h - plot_h * tick / y_max, tick, label))
+    for tick, label in x_ticks:
         tx = left + plot_w * tick / x_max
         out.append(
-            f'<text x="{tx:.2f}" y="{top + plot_h + 16}" text-anchor="middle" class="axis">'
-            f"{_esc(fmt_seconds(tick))}</text>"
+            f'<text x="{tx:.2f}" y="{top + plot_h + 16}" text-anchor="middle" class="axis tick" '
+            f"{attrs({'data-axis': 'x', 'data-tick': tick})}>{_esc(label)}</text>"
         )
     coords = [(left + plot_w * x / x_max, top + plot_h - plot_h * y / y_max) for x, y in zip(xs, ys, strict=True)]
     out.append(
@@ -286,14 +376,82 @@ def _unit_attrs(broker_id: int, p: Mapping[str, Any], u: Mapping[str, Any]) -> M
     )
 
 
-def render_html(report: RunReport) -> str:
-    """The report page. Works from the JSON form only, so the page cannot show a number the JSON lacks."""
+def stored_page_href(run_id: str) -> str:
+    """Another run's page seen from a stored page: the report store's layout,
+    ``<root>/<run id>/report.html``, the same on disk and in a bucket."""
+    return f"../{run_id}/report.html"
+
+
+@dataclass(frozen=True)
+class ReportLink:
+    """Another report of the same DAG run, as the report store lists it."""
+
+    run_id: str
+    kind: str
+    status: str
+    exit_code: int
+    units: int
+    task_id: str | None = None
+    broker_ids: tuple[int, ...] = ()
+    merges_steps: bool = False  # the DAG run's own report
+
+
+# Row roles of the "Reports of this DAG run" table, and the status of a step that left no report.
+STATUS_MISSING = "missing"
+ROLE_DAG_RUN = "dag-run report"
+ROLE_STEP = "step"
+ROLE_RELATED = "other report of this DAG run"
+
+
+def dag_run_rows(r: Mapping[str, Any], links: Sequence[ReportLink], href: Callable[[str], str]) -> list[dict[str, Any]]:
+    """The reports a page links: the DAG run's own report first (on a step's page), then every
+    step this report merged (a step without a report is listed, unlinked), then any other
+    report of the DAG run the store holds (the preflight, a rollback)."""
+    rows: list[dict[str, Any]] = []
+    for link in links:
+        if link.merges_steps and link.run_id != r["run_id"]:
+            rows.append(_link_row(link, ROLE_DAG_RUN, href))
+    seen = {r["run_id"], *(row["run_id"] for row in rows)}
+    for step in r["steps"]:
+        seen.add(step["run_id"])
+        found = step["status"] is not None
+        rows.append({
+            "run_id": step["run_id"], "role": ROLE_STEP, "kind": step["kind"], "task_id": step["task_id"],
+            "broker_ids": list(step["broker_ids"]), "status": step["status"] if found else STATUS_MISSING,
+            "exit_code": step["exit_code"], "units": step["units"] if found else None,
+            "href": href(step["run_id"]) if found else None,
+        })
+    rows.extend(_link_row(link, ROLE_RELATED, href) for link in links if link.run_id not in seen)
+    for row in rows:
+        row["attrs"] = attrs({"data-run-id": row["run_id"], "data-role": row["role"], "data-status": row["status"],
+                              "data-href": row["href"], "data-broker-ids": ",".join(map(str, row["broker_ids"]))})
+    return rows
+
+
+def _link_row(link: ReportLink, role: str, href: Callable[[str], str]) -> dict[str, Any]:
+    return {"run_id": link.run_id, "role": role, "kind": link.kind, "task_id": link.task_id,
+            "broker_ids": list(link.broker_ids), "status": link.status, "exit_code": link.exit_code,
+            "units": link.units, "href": href(link.run_id)}
+
+
+def render_html(
+    report: RunReport, *, links: Sequence[ReportLink] = (), href: Callable[[str], str] = stored_page_href
+) -> str:
+    """The report page. Works from the JSON form only, so the page cannot show a number the JSON lacks.
+
+    ``links``: other reports of the same DAG run (the store finds them); with the steps this
+    report merged they make the page's "Reports of this DAG run" table, whose links ``href``
+    builds from a run id (default: the store's layout on disk, for the stored page)."""
     r = report.model_dump(mode="json")
     t = r["totals"]
+    dag_run_reports = dag_run_rows(r, links, href)
     brokers = []
     for b in r["brokers"]:
         b = dict(b)
         b["attrs"] = attrs({"data-broker-id": b["broker_id"], **_totals_attrs(b["totals"], "")})
+        # The step reports that cover this broker (a rollout has one per broker).
+        b["reports"] = [row for row in dag_run_reports
+                        if row["role"] == ROLE_STEP and row["href"] and b["broker_id"] in row["broker_ids"]]
         brokers.append(b)
     problems = []
     for broker_id, topic, partition, unit in report.problem_units():
@@ -373,9 +531,11 @@ def render_html(report: RunReport) -> str:
         chart_mix=svg_format_mix(brokers),
         chart_bytes=svg_bytes_per_broker(brokers),
         chart_progress=svg_progress(r["timeline"], r["started_at"]),
+        dag_run_reports=dag_run_reports,
         fmt_bytes=fmt_bytes,
         fmt_int=fmt_int,
         fmt_seconds=fmt_seconds,
+        fmt_formats=fmt_formats,
         finding_text=_finding_text,
         finding_attrs=_finding_attrs,
         unit_attrs=_unit_attrs,

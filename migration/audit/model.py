@@ -383,6 +383,26 @@ class ProgressPoint(_Model):
         return _utc(value)
 
 
+class StepRef(_Model):
+    """A report merged into this one. A DAG run's report (``orchestration.common.merge_reports``)
+    names every step it merged, so its page can link each broker's own report; the figures are
+    the step's as they were when it was merged."""
+
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    kind: RunKind | None = Field(default=None, description="None when the step left no report")
+    task_id: str | None = None
+    broker_ids: list[int] = Field(default_factory=list, description="Brokers the step's report covers")
+    status: RunStatus | None = Field(default=None, description="The step's status; None: it left no report")
+    exit_code: int | None = None
+    units: NonNegativeInt = 0
+
+    @classmethod
+    def of(cls, report: RunReport) -> StepRef:
+        return cls(run_id=report.run_id, kind=report.kind, task_id=report.task_id,
+                   broker_ids=[b.broker_id for b in report.brokers], status=report.status,
+                   exit_code=report.exit_code(), units=report.totals.units)
+
+
 ParamValue = str | int | float | bool | None | list[Any] | dict[str, Any]
 
 
@@ -428,6 +448,9 @@ class RunReport(_Derived):
     params: dict[str, ParamValue] = Field(default_factory=dict, description="Run parameters, secrets redacted")
     plan: Plan = Field(default_factory=Plan)
     brokers: list[BrokerReport] = Field(default_factory=list)
+    steps: list[StepRef] = Field(
+        default_factory=list, description="The step reports merged into this one (a DAG run's report); else empty"
+    )
     refusal: str | None = Field(default=None, description="Why the run refused to act, if it did")
     warnings: list[Finding] = Field(default_factory=list, description="Run-level warnings")
     errors: list[Finding] = Field(default_factory=list, description="Run-level errors")

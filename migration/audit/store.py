@@ -13,11 +13,14 @@ import tempfile
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from migration.audit.model import RUN_ID_RE, RunKind, RunReport, RunStatus
+
+if TYPE_CHECKING:
+    from migration.audit.html import ReportLink
 
 REPORT_JSON = "report.json"
 REPORT_HTML = "report.html"
@@ -90,6 +93,9 @@ class RunSummary(BaseModel):
     finished_at: datetime | None = None
     dag_id: str | None = None
     dag_run_id: str | None = None
+    task_id: str | None = None
+    broker_ids: list[int] = Field(default_factory=list)
+    steps: list[str] = Field(default_factory=list, description="Run ids of the steps a DAG run's report merged")
     units: int
     units_failed: int
     bytes_before: int
@@ -107,6 +113,9 @@ class RunSummary(BaseModel):
             finished_at=report.finished_at,
             dag_id=report.dag_id,
             dag_run_id=report.dag_run_id,
+            task_id=report.task_id,
+            broker_ids=[b.broker_id for b in report.brokers],
+            steps=[s.run_id for s in report.steps],
             units=t.units,
             units_failed=t.units_failed,
             bytes_before=t.bytes_before,
@@ -121,11 +130,27 @@ def check_run_id(run_id: str) -> str:
 
 
 class ReportStore:
-    """Reports of all runs under one root directory."""
+    """Reports of all runs under one root directory.
 
-    def __init__(self, root: Path | str | None = None, sinks: Iterable[ReportSink] = ()) -> None:
+    ``dag_run_report_id`` names the run id a DAG run's own (merged) report has, from the DAG
+    run id (the orchestration's ``run_id_for``; this layer may not import it): the report of a
+    DAG run is that one when it exists. ``page_href(report, run_id)`` is the URL of run
+    ``run_id``'s page linked from ``report``'s page where pages are served (the Airflow plugin's
+    routes): pages are then rendered per request, linking the other reports of their DAG run as
+    they are now; without it the stored page is served."""
+
+    def __init__(
+        self,
+        root: Path | str | None = None,
+        sinks: Iterable[ReportSink] = (),
+        *,
+        dag_run_report_id: Callable[[str], str] | None = None,
+        page_href: Callable[[RunReport, str], str] | None = None,
+    ) -> None:
         self.root = Path(root) if root is not None else default_report_root()
         self.sinks = list(sinks)
+        self.dag_run_report_id = dag_run_report_id
+        self.page_href = page_href
 
     def run_dir(self, run_id: str) -> Path:
         """The run's directory; raises InvalidRunId for anything that would leave the root."""
@@ -159,7 +184,10 @@ class ReportStore:
         if html:
             from migration.audit.html import render_html  # html pulls in jinja2; JSON-only users skip it
 
-            files.append((REPORT_HTML, render_html(report).encode(), "text/html; charset=utf-8"))
+            # A DAG run's report links the other reports of its run (the preflight, rollbacks)
+            # besides the steps it names; a step's stored page is written before its siblings.
+            links = self.dag_run_links(report) if report.steps else []
+            files.append((REPORT_HTML, render_html(report, links=links).encode(), "text/html; charset=utf-8"))
         files.append(
             (SUMMARY_JSON, RunSummary.of(report).model_dump_json(indent=2).encode() + b"\n", "application/json")
         )
@@ -179,13 +207,19 @@ class ReportStore:
         return RunReport.from_json(data)
 
     def load_html(self, run_id: str) -> str:
-        """The stored page; rendered from the JSON when the run was saved without one."""
+        """The stored page; rendered from the JSON when the run was saved without one. With
+        ``page_href`` (pages served over HTTP) always rendered, linking the other reports of the
+        run's DAG run as they are now."""
+        from migration.audit.html import render_html
+
+        page_href = self.page_href
+        if page_href is not None:
+            report = self.load(run_id)
+            return render_html(report, links=self.dag_run_links(report), href=lambda rid: page_href(report, rid))
         path = self.html_path(run_id)
         try:
             return path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            from migration.audit.html import render_html
-
             return render_html(self.load(run_id))
 
     def summary(self, run_id: str) -> RunSummary:
@@ -220,8 +254,30 @@ class ReportStore:
         return [s for s in self.list_runs() if predicate(s)]
 
     def find_by_dag_run(self, dag_id: str, dag_run_id: str) -> RunReport:
-        """The newest report of that Airflow DAG run."""
+        """The report of that Airflow DAG run: its own report, which merges every step's (run id
+        ``dag_run_report_id(dag_run_id)``, or any report that names the steps it merged), when
+        the run has one; else (a run still going, or one without a final report step) the
+        newest report of the run. Never a single step's report when the merged one exists: a
+        rollout's last broker finishes after the others, so "newest" would be that broker."""
         hits = self.find(lambda s: s.dag_id == dag_id and s.dag_run_id == dag_run_id)
         if not hits:
             raise ReportNotFound(f"{dag_id}/{dag_run_id}")
+        own = self.dag_run_report_id(dag_run_id) if self.dag_run_report_id is not None else None
+        # Stable sort: within each rank the newest stays first.
+        hits.sort(key=lambda s: (s.run_id == own, bool(s.steps)), reverse=True)
         return self.load(hits[0].run_id)
+
+    def dag_run_links(self, report: RunReport) -> list[ReportLink]:
+        """The other reports of ``report``'s DAG run, oldest first (none outside a DAG run)."""
+        from migration.audit.html import ReportLink
+
+        if report.dag_id is None or report.dag_run_id is None:
+            return []
+        hits = self.find(lambda s: s.dag_id == report.dag_id and s.dag_run_id == report.dag_run_id
+                         and s.run_id != report.run_id)
+        own = self.dag_run_report_id(report.dag_run_id) if self.dag_run_report_id is not None else None
+        return [
+            ReportLink(run_id=s.run_id, kind=s.kind.value, status=s.status.value, exit_code=s.exit_code, units=s.units,
+                       task_id=s.task_id, broker_ids=tuple(s.broker_ids), merges_steps=bool(s.steps) or s.run_id == own)
+            for s in sorted(hits, key=lambda s: (s.started_at, s.run_id))
+        ]

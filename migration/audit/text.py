@@ -9,7 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from migration.audit.html import fmt_bytes
+from migration.audit.html import fmt_bytes, fmt_seconds, run_formats
 from migration.audit.model import RunReport, RunStatus, Totals
 from migration.logdir.model import Inventory
 
@@ -77,6 +77,9 @@ def summary_table(report: RunReport) -> Table:
 def print_summary(report: RunReport, console: Console | None = None) -> None:
     console = console or Console()
     console.print(summary_table(report))
+    console.print(_figures_line(report), markup=False, highlight=False)
+    for line, clean in _steps(report):
+        console.print(line, style=None if clean else "red", markup=False, highlight=False, soft_wrap=True)
     for line in _repair_lines(report):
         console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
     for line in _problem_lines(report):
@@ -90,6 +93,24 @@ REPAIR_CODES = frozenset({"INDEX_REBUILT", "ROLLBACK_REPAIR"})
 def _repair_lines(report: RunReport) -> list[str]:
     return [f"REPAIRED broker {broker_id} {topic}-{partition} {u.unit} ({w.code}): {w.message}"
             for broker_id, topic, partition, u in report.iter_units() for w in u.warnings if w.code in REPAIR_CODES]
+
+
+def _figures_line(report: RunReport) -> str:
+    return f"duration {fmt_seconds(report.duration_s)}, formats {run_formats(report)}"
+
+
+def _steps(report: RunReport) -> list[tuple[str, bool]]:
+    """(line, clean) for every step a DAG run's report merged (none for a step's own report)."""
+    out = []
+    for s in report.steps:
+        if s.status is None:
+            out.append((f"step {s.run_id}: no report", False))
+            continue
+        brokers = (f"broker{'' if len(s.broker_ids) == 1 else 's'} {', '.join(map(str, s.broker_ids))}"
+                   if s.broker_ids else "no brokers")
+        out.append((f"step {s.run_id}: {s.status.value} (exit {s.exit_code}), {s.units} units, {brokers}",
+                    s.exit_code == 0))
+    return out
 
 
 def _problem_lines(report: RunReport) -> list[str]:
@@ -124,6 +145,7 @@ def render_text(report: RunReport) -> str:
         f"started: {report.started_at.isoformat()}  finished: "
         + (report.finished_at.isoformat() if report.finished_at else "not finished"),
     ]
+    lines.append(_figures_line(report))
     if report.dag_id:
         lines.append(f"airflow: dag {report.dag_id} run {report.dag_run_id}")
     lines.append(
@@ -140,6 +162,7 @@ def render_text(report: RunReport) -> str:
         lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip())
         if n == 0 or n == len(rows) - 2:
             lines.append("  ".join("-" * w for w in widths))
+    lines.extend(line for line, _ in _steps(report))
     lines.extend(_repair_lines(report))
     lines.extend(_problem_lines(report))
     return "\n".join(lines) + "\n"

@@ -65,6 +65,7 @@ def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path) -> int
     """Run one DAG with ``airflow dags test``; print its state and its run report's summary."""
     from migration.audit.store import ReportNotFound, ReportStore
     from migration.audit.text import print_summary
+    from migration.orchestration.common import run_id_for
 
     cmd = [str(Path(sys.executable).parent / "airflow"), "dags", "test", dag_id, "-c", json.dumps(conf)]
     console.print(f"$ airflow dags test {dag_id} -c '{json.dumps(conf)}'", highlight=False, soft_wrap=True)
@@ -82,17 +83,23 @@ def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path) -> int
     console.print(f"  DAG run [{color}]{state}[/{color}] in {time.monotonic() - started:.0f}s, {jobs} Spark job(s) "
                   f"submitted; log {log}", highlight=False)
     if run_id:
+        # The DAG run's own report (merging every step's), as its "Migration report" tab shows it.
+        store = ReportStore(dag_run_report_id=run_id_for)
         try:
-            report = ReportStore().find_by_dag_run(dag_id, run_id)
+            report = store.find_by_dag_run(dag_id, run_id)
         except ReportNotFound:
             report = None
+            console.print(f"  [red]no report of DAG run {run_id}[/red]", highlight=False)
         if report is not None:
             if report.session:
                 s = report.session
                 console.print(f"  session epoch {s.epoch}: {s.dirty} dirty, {s.deferred} deferred, {s.clean} clean"
                               f"{' (full rescan)' if s.full_rescan else ''}", highlight=False)
             print_summary(report, console)
-            console.print(f"  report: {ReportStore().run_dir(report.run_id)}/report.html", highlight=False)
+            merged = report.run_id == run_id_for(run_id) or bool(report.steps)
+            console.print(f"  {'DAG run report' if merged else 'report (no merged report: the newest step)'}: "
+                          f"{store.html_path(report.run_id)} (JSON: {store.json_path(report.run_id)})",
+                          highlight=False, soft_wrap=True)
     return 0 if rc == 0 and state == "success" else 1
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from migration.audit.model import RUN_ID_RE, ProgressPoint, RunKind, RunReport
+from migration.audit.model import RUN_ID_RE, ProgressPoint, RunKind, RunReport, StepRef
 from migration.audit.store import ReportNotFound, ReportStore
 from migration.orchestration.cluster import ClusterDescription
 from migration.runtime.engine import SPARK_SETTINGS
@@ -57,7 +57,8 @@ def merge_reports(kind: RunKind | str, run_ids: list[str], *, run_id: str, param
                   dag_id: str | None = None, dag_run_id: str | None = None,
                   store: ReportStore | None = None) -> RunReport:
     """One report for the DAG run: every broker's units, plans, warnings, errors, refusals;
-    saved in ``store`` (with its sinks, such as the bucket)."""
+    saved in ``store`` (with its sinks, such as the bucket). It names every step it merged
+    (``steps``, a missing one too), so the DAG run's report page links each step's report."""
     store = store or ReportStore()
     merged = RunReport.start(kind, params, run_id=run_id, dag_id=dag_id, dag_run_id=dag_run_id)
     events: list[tuple] = []  # (time, units done, bytes done) increments of every step's timeline
@@ -66,7 +67,9 @@ def merge_reports(kind: RunKind | str, run_ids: list[str], *, run_id: str, param
             r = store.load(rid)
         except ReportNotFound:
             merged.error(f"no report for step {rid}: the step failed before writing one, or did not run")
+            merged.steps.append(StepRef(run_id=rid))
             continue
+        merged.steps.append(StepRef.of(r))
         if r.started_at < merged.started_at:
             merged.started_at = r.started_at
         for pu in r.plan.units:

@@ -16,6 +16,7 @@ from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused
 
 VERIFY_MARKER = "verify.json"
+PREFLIGHT_STARTED = "started_at"  # key of the preflight's prepare.json
 ROLLBACK_MARKER = "rollback.json"
 
 
@@ -65,7 +66,10 @@ def prepare_preflight_step(plan: RolloutPlan, dag_run_id: str) -> str:
     from migration.migrations.upgrade.preflight import prepare_preflight
 
     rid = run_id_for(dag_run_id, "preflight")
-    prepare_preflight(plan.log_dirs, run_id=rid)
+    started = utcnow()
+    rd = prepare_preflight(plan.log_dirs, run_id=rid)
+    # The preflight runs from here to its check step: its report starts now, not when it is built.
+    rd.write_prepare({**rd.read_prepare(), PREFLIGHT_STARTED: started.isoformat()})
     return rid
 
 
@@ -74,11 +78,33 @@ def check_preflight_step(plan: RolloutPlan, dag_run_id: str) -> dict[str, Any]:
     left alone by the upgrade (a corrupt segment is never rewritten)."""
     from migration.migrations.upgrade.preflight import finalize_preflight
 
-    report = finalize_preflight(run_id_for(dag_run_id, "preflight"), params=plan.model_dump(mode="json"))
+    rid = run_id_for(dag_run_id, "preflight")
+    report = finalize_preflight(rid, params=plan.model_dump(mode="json"), save=False)
+    _time_preflight(report, RunDir(rid))
+    ReportStore().save(report)
     if report.refusal:
         raise Refused(report.refusal)
     problems = [u.path for u in report.iter_results() if u.status is UnitStatus.FAILED]
     return {"partitions": report.totals.units, "with_problems": problems}
+
+
+def _time_preflight(report: RunReport, rd: RunDir) -> None:
+    """The preflight report's times: built after the Spark job, it would start when it was built
+    (0 s). It starts when the prepare step did, and each partition's validation takes the
+    time the engine measured for its unit."""
+    started = rd.read_prepare().get(PREFLIGHT_STARTED)
+    if started is not None:
+        at = datetime.fromisoformat(started)
+        if at < report.started_at:
+            report.started_at = at
+            if report.timeline and report.timeline[0].units_done == 0:
+                report.timeline[0] = ProgressPoint(at=at, units_done=0, bytes_done=0)
+    units, _ = rd.read_job()
+    durations = {r.get("unit_id"): r.get("duration_s") for r in rd.read_results()}
+    by_path = {u.path: durations.get(u.id) for u in units}
+    for ur in report.iter_results():
+        if ur.duration_s is None and isinstance(by_path.get(ur.path), int | float):
+            ur.duration_s = by_path[ur.path]
 
 
 def prepare_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,112 @@ def test_plugin_wiring() -> None:
     assert view["href"] == "/kmigrate-reports/dag-runs/{DAG_ID}/{RUN_ID}"
     client = TestClient(app["app"])
     assert client.get("/runs/..%2F..%2Fetc%2Fpasswd").status_code in (400, 404)
+
+
+def _dag_run(store: ReportStore, *, record_steps: bool = True) -> list[str]:
+    """A rollout's DAG run: preflight, brokers 1-3 one after the other, the merged report last
+    (started with its first step). Broker 3's report is the newest."""
+    from datetime import UTC, datetime, timedelta
+
+    from migration.audit.model import StepRef, UnitResult, UnitStatus
+
+    t0 = datetime(2026, 11, 23, 3, 44, tzinfo=UTC)
+    dag, run = "message_format_upgrade", "manual__2026-11-23T03:44:27+00:00"
+    steps = []
+    pre = RunReport.start("validate", run_id="manual__2026-11-23T03-44-27-00-00-preflight", dag_id=dag,
+                          dag_run_id=run, task_id="preflight.check", now=t0)
+    store.save(pre.finish(now=t0 + timedelta(seconds=5)))
+    for b in (1, 2, 3):
+        r = RunReport.start("upgrade", run_id=f"manual__2026-11-23T03-44-27-00-00-upgrade-b{b}", dag_id=dag,
+                            dag_run_id=run, task_id="rolling.finalize", now=t0 + timedelta(minutes=b))
+        r.add_unit(b, "orders", b, UnitResult(unit="00000000000000000000.log", status=UnitStatus.OK,
+                                              bytes_before=100, bytes_after=90, input_format="v0", output_format="v2"))
+        store.save(r.finish(now=t0 + timedelta(minutes=b, seconds=30)))
+        steps.append(r)
+    merged = RunReport.start("upgrade", run_id="manual__2026-11-23T03-44-27-00-00", dag_id=dag, dag_run_id=run,
+                             task_id="report", now=t0 + timedelta(minutes=1))
+    for r in steps:
+        for b in r.brokers:
+            for p in b.partitions:
+                for u in p.units:
+                    merged.add_unit(b.broker_id, p.topic, p.partition, u)
+        if record_steps:
+            merged.steps.append(StepRef.of(r))
+    store.save(merged.finish(now=t0 + timedelta(minutes=4)))
+    return [pre.run_id, *(r.run_id for r in steps), merged.run_id]
+
+
+def test_dag_run_tab_shows_the_merged_report_not_the_last_broker(store: ReportStore) -> None:
+    """The tab showed the newest report of the DAG run: the last broker's (12 of 34 units)."""
+    *_, b3, merged = _dag_run(store)
+    client = TestClient(create_app(store))
+    r = client.get("/dag-runs/message_format_upgrade/manual__2026-11-23T03%3A44%3A27%2B00%3A00.json")
+    assert r.json()["run_id"] == merged and r.json()["totals"]["units"] == 3
+    assert store.summary(b3).started_at > store.summary(merged).started_at  # the newest is a step's
+
+
+def test_merged_report_without_recorded_steps_found_by_its_run_id(tmp_path: Path) -> None:
+    """A DAG run's report written before reports named their steps is still the run's report:
+    its run id is the one the orchestration gives the DAG run (``run_id_for``)."""
+    from migration.orchestration.common import run_id_for
+
+    plain = ReportStore(tmp_path / "reports")
+    *_, b3, merged = _dag_run(plain, record_steps=False)
+    assert plain.find_by_dag_run("message_format_upgrade", "manual__2026-11-23T03:44:27+00:00").run_id == b3
+    store = ReportStore(tmp_path / "reports", dag_run_report_id=run_id_for)
+    assert store.find_by_dag_run("message_format_upgrade", "manual__2026-11-23T03:44:27+00:00").run_id == merged
+
+
+def test_served_pages_link_every_report_of_the_dag_run(store: ReportStore) -> None:
+    pre, b1, b2, b3, merged = _dag_run(store)
+    served = ReportStore(store.root, page_href=lambda report, run_id: f"/mount/{report.dag_id}/{run_id}")
+    client = TestClient(create_app(lambda: served))
+    page = client.get("/dag-runs/message_format_upgrade/manual__2026-11-23T03%3A44%3A27%2B00%3A00").text
+    rows = re.findall(r'<tr class="report-link[^"]*" data-run-id="([^"]+)" data-role="([^"]+)" data-status="[^"]*" '
+                      r'data-href="([^"]*)"', page)
+    href = "/mount/message_format_upgrade/"
+    assert rows == [(b1, "step", href + b1), (b2, "step", href + b2), (b3, "step", href + b3),
+                    (pre, "other report of this DAG run", href + pre)]
+    for b, step in ((1, b1), (2, b2), (3, b3)):  # and each broker's section links its own report
+        assert re.search(rf'<h3>Broker {b} <span class="broker-report">\(<a href="{href}{step}"', page)
+    # A step's page links back to the DAG run's report.
+    step_page = client.get(f"/runs/{b2}").text
+    assert f'data-run-id="{merged}" data-role="dag-run report" data-status="ok" data-href="{href}{merged}"' \
+        in step_page
+    # Without page_href the stored page is served, its links in the store's layout.
+    stored = TestClient(create_app(store)).get(f"/runs/{merged}").text
+    assert stored == store.html_path(merged).read_text() and f'<a href="../{b1}/report.html"' in stored
+
+
+def test_plugin_links_reports_under_their_dag_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin's tab links each report under the DAG run's path, where the access check is the
+    DAG's (``/runs/<id>`` needs every DAG's); a report of another DAG run is not served there."""
+    module = _plugin_module()
+    monkeypatch.setenv("KMIGRATE_REPORT_ROOT", str(tmp_path / "reports"))
+    _, b1, *_ = _dag_run(ReportStore(tmp_path / "reports"))
+    (plugin_app,) = module.KmigrateReportsPlugin.fastapi_apps
+    app = plugin_app["app"]
+    app.dependency_overrides[module.may_read_dag_runs] = lambda: None  # Airflow's login is tested in tests/airflow
+    client = TestClient(app)
+    tab = "/dag-runs/message_format_upgrade/manual__2026-11-23T03%3A44%3A27%2B00%3A00"
+    link = f"/kmigrate-reports{tab}/reports/{b1}"
+    assert f'<a href="{link}">{b1}</a>' in client.get(tab).text
+    page = client.get(link.removeprefix("/kmigrate-reports"))
+    assert page.status_code == 200 and f'data-run-id="{b1}"' in page.text
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    other = "/dag-runs/message_format_upgrade/manual__other/reports/" + b1
+    assert client.get(other).status_code == 404
+    assert client.get("/dag-runs/zero_checkpoint_unification/manual__2026-11-23T03%3A44%3A27%2B00%3A00/reports/"
+                      + b1).status_code == 404
+    assert client.get(tab + "/reports/..%2F..%2Fetc%2Fpasswd").status_code in (400, 404)
+
+
+def _plugin_module():  # noqa: ANN202 - the plugin file, loaded as Airflow loads it
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "plugins" / "kmigrate_reports.py"
+    spec = importlib.util.spec_from_file_location("kmigrate_reports_plugin_links_under_test", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
