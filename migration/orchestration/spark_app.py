@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 from migration.formats.fileio import atomic_write
+from migration.migrations import unify
 from migration.migrations.tier import driver as tier
-from migration.migrations.unify import driver as unify
 from migration.migrations.upgrade import driver as upgrade
 from migration.migrations.upgrade import preflight
 from migration.runtime.engine import Unit, get_engine
