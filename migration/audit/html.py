@@ -348,6 +348,7 @@ def _totals_attrs(t: Mapping[str, Any], prefix: str) -> dict[str, Any]:
         f"data-{prefix}units-ok": t["units_ok"],
         f"data-{prefix}units-failed": t["units_failed"],
         f"data-{prefix}units-skipped": t["units_skipped"],
+        f"data-{prefix}units-ineligible": t.get("units_ineligible", 0),
         f"data-{prefix}units-refused": t["units_refused"],
         f"data-{prefix}units-planned": t["units_planned"],
         f"data-{prefix}bytes-before": t["bytes_before"],

@@ -68,8 +68,14 @@ class RunKind(StrEnum):
 
 
 class UnitStatus(StrEnum):
+    """A unit's verdict. ``ineligible``: by Kafka's own rules (a compacted topic is never
+    tiered) or by the operator's choice (a topic excluded in the cluster description) the unit
+    takes no part; reported with its reason, it never fails a run. ``failed`` covers both what
+    is not ready yet (no topic id, no leader epoch) and what broke (corruption, I/O, S3)."""
+
     OK = "ok"
     SKIPPED = "skipped"
+    INELIGIBLE = "ineligible"
     FAILED = "failed"
     REFUSED = "refused"
     PLANNED = "planned"
@@ -231,6 +237,7 @@ class Totals(_Model):
     units: NonNegativeInt = 0
     units_ok: NonNegativeInt = 0
     units_skipped: NonNegativeInt = 0
+    units_ineligible: NonNegativeInt = 0
     units_failed: NonNegativeInt = 0
     units_refused: NonNegativeInt = 0
     units_planned: NonNegativeInt = 0
@@ -250,6 +257,7 @@ class Totals(_Model):
                 "units",
                 "units_ok",
                 "units_skipped",
+                "units_ineligible",
                 "units_failed",
                 "units_refused",
                 "units_planned",

@@ -150,7 +150,7 @@ def render_text(report: RunReport) -> str:
         lines.append(f"airflow: dag {report.dag_id} run {report.dag_run_id}")
     lines.append(
         f"units: {t.units} (ok {t.units_ok}, failed {t.units_failed}, refused {t.units_refused}, "
-        f"skipped {t.units_skipped}, planned {t.units_planned})"
+        f"skipped {t.units_skipped}, ineligible {t.units_ineligible}, planned {t.units_planned})"
     )
     lines.append(
         f"bytes: {t.bytes_before} -> {t.bytes_after} ({fmt_bytes(t.bytes_before)} -> {fmt_bytes(t.bytes_after)})"

@@ -51,7 +51,7 @@ def unify_bootstrap(
     if report.refusal:
         err_console.print(f"[red]refused:[/red] {report.refusal}", highlight=False, soft_wrap=True)
     for broker_id, _topic, _partition, u in report.iter_units():
-        style = {"ok": "green", "skipped": "cyan", "planned": "cyan"}.get(u.status.value, "red")
+        style = {"ok": "green", "skipped": "cyan", "ineligible": "cyan", "planned": "cyan"}.get(u.status.value, "red")
         digest = ""
         if u.digest_before:
             same = "=" if u.digest_before == u.digest_after else "->"

@@ -29,10 +29,15 @@ class EngineName(StrEnum):
 
 
 def _show(report: Any) -> None:
+    from migration.audit.model import UnitStatus
     from migration.audit.store import ReportStore
     from migration.audit.text import print_summary
 
     print_summary(report, console)
+    for _bid, topic, partition, u in report.iter_units():
+        if u.status is UnitStatus.INELIGIBLE:
+            console.print(f"ineligible {topic}-{partition}: {'; '.join(w.message for w in u.warnings)}",
+                          highlight=False, soft_wrap=True)
     for w in report.warnings:
         console.print(f"note: {w.message}", highlight=False, soft_wrap=True)
     console.print(f"report: {ReportStore().json_path(report.run_id)}", highlight=False, soft_wrap=True)
@@ -56,6 +61,9 @@ def upgrade(
                              ] = 1 << 30,
     max_message_bytes: Annotated[int, typer.Option(help="max.message.bytes: split larger converted batches.")
                                  ] = 1048588,
+    exclude_topic: Annotated[list[str] | None, typer.Option(
+        "--exclude-topic", help="A topic to leave alone (reported ineligible, never a failure); repeatable.")
+                             ] = None,
     assign_leader_epoch: Annotated[bool, typer.Option(
         "--assign-leader-epoch", help="With --to v2: give data written before KIP-101 leader epoch 0 from the log "
         "start offset (leader-epoch-checkpoint and rewritten batches), so tiered storage can take it; rollback "
@@ -78,7 +86,8 @@ def upgrade(
     options = UpgradeOptions(target=to.value, stamp_v0_with_mtime=stamp_v0_with_mtime, force=force,
                              dry_run=dry_run, backup_root=str(backup_root) if backup_root else None,
                              segment_bytes=segment_bytes, max_message_bytes=max_message_bytes,
-                             assign_leader_epoch=assign_leader_epoch)
+                             assign_leader_epoch=assign_leader_epoch,
+                             excluded_topics=dict.fromkeys(exclude_topic or [], "excluded with --exclude-topic"))
     with unit_progress("upgrade", console) as progress:
         report = execute_upgrade([str(d) for d in log_dirs], options=options, engine=engine.value,
                                  run_id=run_id, master=master if engine is EngineName.SPARK else None,

@@ -58,7 +58,7 @@ from migration.formats.partition_metadata import PartitionMetadataFile
 from migration.formats.producer_snapshot import ProducerSnapshot
 from migration.formats.record_batch import build_record_batch
 from migration.formats.transaction_index import AbortedTxn, TransactionIndex
-from migration.orchestration.cluster import ClusterDescription, NodeSpec
+from migration.orchestration.cluster import ClusterDescription, NodeSpec, TopicExclusion
 
 T0_MS = 1_488_326_400_000  # 2017-03-01: v1 era timestamps
 V0_MTIME_S = 1_451_606_400  # 2016-01-01: v0 era file times
@@ -373,7 +373,14 @@ def build_sample_cluster(out: str | os.PathLike[str], *, brokers: int = 3, scale
     desc = ClusterDescription(name="sample-legacy", cluster_id=CLUSTER_ID, nodes=nodes,
                               compacted_topics=[t.name for t in TOPICS if t.compacted],
                               topic_configs={t.name: {"cleanup.policy": "compact" if t.compacted else "delete"}
-                                             for t in TOPICS})
+                                             for t in TOPICS},
+                              # What an operator decides for a topic the metadata log does not know: its
+                              # directories are stray replicas to KRaft (KIP-858), so nothing can tier them.
+                              excluded_topics=[TopicExclusion(
+                                  topic=t.name, migrations=["tier"],
+                                  reason="not in the metadata log (no topic id): KRaft treats its directories as "
+                                         "stray replicas (KIP-858); recreate the topic before tiering it")
+                                  for t in TOPICS if not t.in_metadata_log])
     desc_path = root / "cluster.json"
     desc.dump(desc_path)
     return SampleCluster(root=root, description_path=desc_path, description=desc, broker_log_dirs=broker_dirs,

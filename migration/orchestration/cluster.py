@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, model_validator
@@ -36,12 +36,29 @@ class NodeSpec(BaseModel):
         return dirs
 
 
+Migration = Literal["upgrade", "tier"]
+
+
+class TopicExclusion(BaseModel):
+    topic: str = Field(min_length=1)
+    migrations: list[Migration] = Field(default_factory=lambda: ["upgrade", "tier"])
+    reason: str = "excluded by the operator"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        return {"topic": data} if isinstance(data, str) else data
+
+
 class ClusterDescription(BaseModel):
     version: Literal[1] = 1
     name: str = "kafka"
     cluster_id: str | None = None
     nodes: list[NodeSpec]
     compacted_topics: list[str] = Field(default_factory=list)
+    excluded_topics: list[TopicExclusion] = Field(
+        default_factory=list, description="Topics the operator keeps out of migrations: reported ineligible with "
+        "their reason, never a failure. A plain topic name keeps it out of every migration.")
     topic_configs: dict[str, dict[str, str]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -64,6 +81,10 @@ class ClusterDescription(BaseModel):
             if n.id == node_id:
                 return n
         raise KeyError(f"no node {node_id} in the cluster description (known: {[n.id for n in self.nodes]})")
+
+    def exclusions(self, migration: Migration) -> dict[str, str]:
+        """Topic -> the operator's reason, for the topics kept out of ``migration``."""
+        return {e.topic: e.reason for e in self.excluded_topics if migration in e.migrations}
 
     def is_compacted(self, topic: str) -> bool:
         if topic in self.compacted_topics:

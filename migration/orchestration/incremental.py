@@ -80,14 +80,13 @@ def session_info(plan: RunPlan) -> SessionInfo:
                        dirty=len(plan.selected), deferred=len(plan.deferred), clean=len(plan.clean))
 
 
-def finish_incremental(run_id: str, report: RunReport | None, *, store: SessionStore | None = None,
-                       settled_codes: frozenset[str] = frozenset()) -> dict:
+def finish_incremental(run_id: str, report: RunReport | None, *, store: SessionStore | None = None) -> dict:
     """Commit the run's outcomes (from its report) to the session; without a report the run
     is abandoned: the lease is released and nothing is recorded, so all stays dirty.
 
-    A partition whose only findings carry one of ``settled_codes`` (a verdict that only a
-    change of its files can alter, such as "no topic id") counts as done: it becomes dirty
-    again when its files change, not on every run."""
+    An ineligible partition (compacted, excluded) counts as done: it becomes dirty again when
+    its files change. A failed one, not ready or broken, stays dirty: every run tries it again
+    and fails until the operator fixes or excludes it."""
     plan = load_plan(run_id)
     if plan is None:
         return {"committed": False, "reason": "no session plan"}
@@ -100,9 +99,8 @@ def finish_incremental(run_id: str, report: RunReport | None, *, store: SessionS
     for b in report.brokers:
         for p in b.partitions:
             for u in p.units:
-                codes = {f.code for f in [*u.errors, *u.warnings]}
-                settled = bool(codes) and codes <= settled_codes
-                status.setdefault((p.topic, p.partition), []).append(UnitStatus.OK if settled else u.status)
+                done = u.status is UnitStatus.INELIGIBLE
+                status.setdefault((p.topic, p.partition), []).append(UnitStatus.OK if done else u.status)
                 if u.errors:
                     reasons[(p.topic, p.partition)] = u.errors[0].message
     outcomes: dict = {}

@@ -17,11 +17,6 @@ from migration.orchestration.incremental import begin_incremental, finish_increm
 from migration.runtime.runs import RunDir
 
 SNAPSHOTS_JOB = "job-snapshots.json"
-# Verdicts that only a change of the partition's files can alter: settled until then, and
-# reported (the CLI exits 1) without failing every scheduled run. NO_LEADER_EPOCH: v0/v1 data
-# has no leader epoch, which a tiered segment must have; AFTER_FAILURE: the segments after it.
-SETTLED_CODES = frozenset({"NO_TOPIC_ID", "COMPACTED", "NOTHING_TO_STAGE", "TOPIC_ID_CONFLICT", "NO_LEADER_EPOCH",
-                           "AFTER_FAILURE"})
 
 
 class TierParams(BaseModel):
@@ -67,6 +62,7 @@ def _options(p: TierParams, raw_cluster: str | None, *, snapshots_only: bool):
         assign_leader_epoch=p.assign_leader_epoch,
         metadata_log_dirs=[n.metadata_log_dir for n in desc.controllers if n.metadata_log_dir],
         compacted_topics=[t for t in desc.topic_configs if desc.is_compacted(t)] + list(desc.compacted_topics),
+        excluded_topics=desc.exclusions("tier"),
     )
 
 
@@ -158,7 +154,7 @@ def finish(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, An
             report.session = session_info(plan)
         report.finish()
         ReportStore().save(report)
-    committed = finish_incremental(rid, report, settled_codes=SETTLED_CODES)
+    committed = finish_incremental(rid, report)
     return {"run_id": rid, "exit_code": None if report is None else report.exit_code(), "session": committed}
 
 
@@ -174,13 +170,3 @@ def final_report(raw: dict[str, Any], dag_id: str, dag_run_id: str) -> RunReport
     return merge_reports(RunKind.TIER_PREPARE, steps, run_id=run_id_for(dag_run_id),
                          params=p.model_dump(mode="json"), dag_id=dag_id, dag_run_id=dag_run_id,
                          store=ReportStore(sinks=sinks))
-
-
-def blocking_failures(report: RunReport) -> list[str]:
-    """Failures that should fail the DAG run: settled not-ready verdicts do not."""
-    out = [f"run: {e.message}" for e in report.errors]
-    for u in report.iter_results():
-        codes = {f.code for f in u.errors}
-        if u.errors and not codes <= SETTLED_CODES:
-            out.append(f"{u.path}: {u.errors[0].message}")
-    return out

@@ -4,11 +4,12 @@ the DAG run id, so a retried Airflow task recomputes the same run ids and files.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from migration.audit.model import RunKind, RunReport, UnitStatus
+from migration.audit.model import ProgressPoint, RunKind, RunReport, UnitStatus, utcnow
 from migration.audit.store import ReportNotFound, ReportStore
 from migration.logdir.validation import validate_paths
 from migration.orchestration.common import load_cluster, merge_reports, run_id_for
@@ -29,6 +30,7 @@ class RolloutPlan(BaseModel):
     stamp_v0_with_mtime: bool = False
     force: bool = False
     assign_leader_epoch: bool = False
+    excluded_topics: dict[str, str] = Field(default_factory=dict)
     log_dirs: dict[int, list[str]] = Field(default_factory=dict)
 
 
@@ -54,6 +56,7 @@ def plan_rollout(params: dict[str, Any]) -> RolloutPlan:
         stamp_v0_with_mtime=bool(params.get("stamp_v0_with_mtime", False)),
         force=bool(params.get("force", False)),
         assign_leader_epoch=bool(params.get("assign_leader_epoch", False)),
+        excluded_topics=desc.exclusions("upgrade"),
         log_dirs={b.id: list(b.log_dirs) for b in desc.brokers if b.id in wanted},
     )
 
@@ -113,7 +116,8 @@ def prepare_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> list[s
 
     rid = broker_run_id(dag_run_id, broker_id)
     options = UpgradeOptions(target=plan.target, stamp_v0_with_mtime=plan.stamp_v0_with_mtime, force=plan.force,
-                             dry_run=plan.dry_run, assign_leader_epoch=plan.assign_leader_epoch)
+                             dry_run=plan.dry_run, assign_leader_epoch=plan.assign_leader_epoch,
+                             excluded_topics=plan.excluded_topics)
     rd = prepare_upgrade(plan.log_dirs[broker_id], run_id=rid, options=options, broker_id=broker_id)
     units, job_options = rd.read_job()
     job_options["lock_log_dirs"] = [] if plan.dry_run else plan.log_dirs[broker_id]

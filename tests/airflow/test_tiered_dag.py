@@ -34,8 +34,9 @@ def _reports(tmp_path):
 
 def test_second_scheduled_run_finds_nothing_dirty_and_submits_no_spark(tier_env, dags_test, sample_cluster, tmp_path):
     env, server = tier_env
-    # One broker keeps the test short; broker 2 holds a stageable v2 partition and not-ready ones.
-    conf = {"cluster": str(sample_cluster.description_path), "bucket": "tiered-dag-test", "brokers": [2]}
+    # One broker keeps the test short; broker 2 holds a v2 partition and legacy ones, which get epoch 0.
+    conf = {"cluster": str(sample_cluster.description_path), "bucket": "tiered-dag-test", "brokers": [2],
+            "assign_leader_epoch": True}
     rc, state = dags_test(env, "tiered_storage_readiness", conf, tmp_path / "run1.log")
     log1 = (tmp_path / "run1.log").read_text()
     assert (rc, state) == (0, "success"), log1[-5000:]
@@ -63,7 +64,7 @@ def test_budgeted_runs_serve_every_partition_in_turn(tier_env, dags_test, sample
     env, _ = tier_env
     # Each partition has about three segments: seven per run serves two of broker 2's four.
     conf = {"cluster": str(sample_cluster.description_path), "bucket": "tiered-dag-test",
-            "session_name": "budgeted", "budget_segments": 7, "brokers": [2]}
+            "session_name": "budgeted", "budget_segments": 7, "brokers": [2], "assign_leader_epoch": True}
     served: list[set[tuple[int, str]]] = []
     for i in range(2):
         rc, state = dags_test(env, "tiered_storage_readiness", conf, tmp_path / f"run{i}.log")

@@ -90,6 +90,8 @@ class TierOptions(BaseModel):
                                       "§5.7), so its segments get a non-empty segmentLeaderEpochs map")
     metadata_log_dirs: list[str] = Field(default_factory=list)
     compacted_topics: list[str] = Field(default_factory=list)
+    excluded_topics: dict[str, str] = Field(default_factory=dict, description="Topic -> why the operator keeps "
+                                            "it out (reported ineligible, never a failure)")
     profile: str | None = None
     aws_conn_id: str | None = None
     connect_timeout: float = 10.0
@@ -152,6 +154,7 @@ def prepare_tier(log_dirs: list[str | os.PathLike[str]], *, run_id: str, options
     image = read_metadata_image(meta_dirs)
     warnings.extend(image.problems)
     compacted = set(options.compacted_topics)
+    excluded = options.excluded_topics
     wanted = set(only_partitions) if only_partitions is not None else None
 
     units: list[Unit] = []
@@ -167,21 +170,30 @@ def prepare_tier(log_dirs: list[str | os.PathLike[str]], *, run_id: str, options
                 not_ready.append(NotReady(broker_id=bid, topic=p.topic, partition=p.partition, path=p.path,
                                           reason=reason, code=code, status=status))
 
+            # Ineligible first: by the operator's choice or Kafka's rules the partition takes no part.
+            if p.topic in excluded:
+                refuse(f"topic excluded by the operator: {excluded[p.topic]}", "EXCLUDED", UnitStatus.INELIGIBLE)
+                continue
+            if p.topic in compacted or image.is_compacted(p.topic):
+                refuse("compacted topic: Kafka does not tier compacted topics", "COMPACTED", UnitStatus.INELIGIBLE)
+                continue
+            # Not ready, or broken: the run fails until the operator fixes or excludes it.
             topic_id = p.topic_id or image.topic_ids.get(p.topic)
             if p.topic_id and image.topic_ids.get(p.topic) not in (None, p.topic_id):
                 refuse(f"partition.metadata says topic id {p.topic_id}, the metadata log says "
-                       f"{image.topic_ids[p.topic]}: a recreated topic's leftover directory?", "TOPIC_ID_CONFLICT")
-                continue
-            if p.topic in compacted or image.is_compacted(p.topic):
-                refuse("compacted topic: Kafka does not tier compacted topics", "COMPACTED")
+                       f"{image.topic_ids[p.topic]}: a recreated topic's leftover directory? fix: remove the stale "
+                       f"directory with the broker stopped, or exclude the topic", "TOPIC_ID_CONFLICT")
                 continue
             corrupt = _corrupt_reason(p)
             if corrupt:
-                refuse(corrupt, "CORRUPT")
+                refuse(f"{corrupt}; fix: 'kmigrate validate {p.path}' names the bytes; restore the segment from a "
+                       "replica, or exclude the topic", "CORRUPT")
                 continue
             if topic_id is None:
                 refuse("no topic id: no partition.metadata and no TopicRecord in the metadata log"
-                       + ("" if image.sources else " (no metadata log dir given)"), "NO_TOPIC_ID")
+                       + ("" if image.sources else " (no metadata log dir given)")
+                       + "; fix: give the controllers' metadata log dir (--metadata-log-dir, or the cluster "
+                         "description's controllers), or exclude the topic", "NO_TOPIC_ID")
                 continue
             if len(p.segments) < 2:
                 refuse("no closed segment to stage (only the active segment)", "NOTHING_TO_STAGE",
@@ -450,7 +462,9 @@ def run_unit(unit: Unit, options: dict[str, Any] | TierOptions) -> dict[str, Any
                 output_format=f"producer-snapshot-v1-{outcome.action.value}",
                 bytes_after=None if opts.dry_run else Path(outcome.path).stat().st_size))
     except (ProducerStateError, KafkaFormatError, RuntimeError, OSError) as exc:
-        err = Finding(message=f"producer snapshots: {exc}", code="SNAPSHOT_REBUILD_FAILED", file=str(pdir))
+        err = Finding(message=f"producer snapshots: {exc}; fix: 'kmigrate validate {pdir}' names the bytes; restore "
+                      "the segment from a replica, or exclude the topic", code="SNAPSHOT_REBUILD_FAILED",
+                      file=str(pdir))
         return {**base_out, "status": "failed", "error": str(exc), "unit_result": partition_result(
             UnitStatus.FAILED, [err]).model_dump(mode="json"), "segment_results": [
             r.model_dump(mode="json") for r in results], "segment_metadata": []}
@@ -518,7 +532,8 @@ def run_unit(unit: Unit, options: dict[str, Any] | TierOptions) -> dict[str, Any
             failed_at = plan.base
             log.warning("staging %s/%s failed: %s", pdir, plan.base, exc)
             results.append(_segment_result(plan, pdir, UnitStatus.FAILED, started=seg_started, errors=[Finding(
-                message=f"{type(exc).__name__}: {exc}", code="STAGING_FAILED")]))
+                message=f"{type(exc).__name__}: {exc}; fix: check the bucket, endpoint and credentials, then run "
+                        "again (staging resumes where it stopped)", code="STAGING_FAILED")]))
     status = "failed" if failed_at is not None else "ok"
     summary = partition_result(UnitStatus.FAILED if failed_at is not None else
                                (UnitStatus.PLANNED if opts.dry_run else UnitStatus.OK))
@@ -556,7 +571,8 @@ def _validate_closed_segment(pdir: Path, plan: _SegmentPlan, epochs: list[tuple[
     index_findings = rebuild_reasons(res.findings, log)
     errors = [f for f in res.findings if f.severity == "error" and f not in index_findings]
     if errors:
-        raise _NotStageable("CORRUPT", "; ".join(str(f) for f in errors[:3]))
+        raise _NotStageable("CORRUPT", "; ".join(str(f) for f in errors[:3]) + f"; fix: restore {log.name} from a "
+                            "replica (the broker stopped), or exclude the topic")
     if index_findings and repair:
         try:
             rebuild_segment_indexes(pdir, plan.base, findings=index_findings)
@@ -571,7 +587,8 @@ def _validate_closed_segment(pdir: Path, plan: _SegmentPlan, epochs: list[tuple[
 def _report_params(options: dict[str, Any]) -> dict[str, Any]:
     keep = ("bucket", "endpoint_url", "prefix", "region", "path_style", "part_size", "multipart_threshold",
             "chunk_size",
-            "snapshots_only", "dry_run", "metadata_log_dirs", "compacted_topics", "profile", "aws_conn_id",
+            "snapshots_only", "dry_run", "metadata_log_dirs", "compacted_topics", "excluded_topics", "profile",
+            "aws_conn_id",
             "assign_leader_epoch")
     return {k: options.get(k) for k in keep}
 

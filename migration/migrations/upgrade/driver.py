@@ -175,6 +175,7 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
     units: list[Unit] = []
     skipped: list[dict[str, Any]] = []
     corrupt: list[dict[str, Any]] = []
+    ineligible: list[dict[str, Any]] = []
     estimates: dict[str, int] = {}
     leftovers: list[str] = []
     for i, d in enumerate(dirs):
@@ -185,6 +186,11 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                 warnings.append(f"{part.path}: {part.kind} partition directory left as it is")
                 continue
             pdir = Path(part.path)
+            if part.topic in options.excluded_topics:
+                ineligible.append({"broker_id": bid, "topic": part.topic, "partition": part.partition,
+                                   "path": str(pdir), "bytes": part.size, "code": "EXCLUDED",
+                                   "reason": f"topic excluded by the operator: {options.excluded_topics[part.topic]}"})
+                continue
             left = _leftovers(pdir)
             if left:
                 leftovers.extend(str(pdir / n) for n in left)
@@ -242,6 +248,7 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                                                "run_lock": run_lock(dirs, options.target, run_id).model_dump()}
     rd.write_prepare({"run_id": run_id, "started_at": started.isoformat(), "log_dirs": dirs,
                       "dry_run": options.dry_run, "warnings": warnings, "skipped": skipped, "corrupt": corrupt,
+                      "ineligible": ineligible,
                       "estimates": estimates, "refusal": None})
     rd.write_job(units, opts)
     return rd
@@ -277,7 +284,7 @@ def _corruption(res: ValidationResult, log_path: Path) -> dict[str, Any] | None:
 
 def _params(options: dict[str, Any], log_dirs: list[str], engine: str | None) -> dict[str, Any]:
     keep = ("target", "stamp_v0_with_mtime", "segment_bytes", "max_message_bytes", "index_interval_bytes",
-            "backup_root", "force", "dry_run", "assign_leader_epoch")
+            "backup_root", "force", "dry_run", "assign_leader_epoch", "excluded_topics")
     return {k: options.get(k) for k in keep if k in options} | {"log_dirs": log_dirs, "engine": engine}
 
 
@@ -327,6 +334,11 @@ def finalize_upgrade(run_id: str, *, engine: str | None = None) -> RunReport:
         report.add_unit(row["broker_id"], row["topic"], row["partition"], UnitResult(
             unit=row["unit"], path=row["path"], status=UnitStatus.SKIPPED, input_format=fmt, output_format=fmt,
             bytes_before=row["bytes"], bytes_after=row["bytes"]), track_progress=False)
+    for row in prep.get("ineligible", []):
+        report.add_unit(row["broker_id"], row["topic"], row["partition"], UnitResult(
+            unit=Path(row["path"]).name, unit_type=UnitType.PARTITION, path=row["path"],
+            status=UnitStatus.INELIGIBLE, bytes_before=row["bytes"], bytes_after=row["bytes"],
+            warnings=[Finding(file=row["path"], code=row["code"], message=row["reason"])]), track_progress=False)
     for row in prep.get("corrupt", []):
         report.add_unit(row["broker_id"], row["topic"], row["partition"], UnitResult(
             unit=row["unit"], path=row["path"], status=UnitStatus.FAILED, bytes_before=row["bytes"],

@@ -24,6 +24,8 @@ class UpgradeOptions(BaseModel):
     backup_root: str | None = Field(default=None, description="Outside every log dir; default out/backups")
     force: bool = Field(default=False, description="Proceed after an unclean shutdown")
     dry_run: bool = False
+    excluded_topics: dict[str, str] = Field(default_factory=dict, description="Topic -> why the operator keeps "
+                                            "it out: reported ineligible, never touched, never a failure")
     assign_leader_epoch: bool = Field(
         default=False,
         description="Give data written before KIP-101 leader epoch 0 from the log start offset (in the "

@@ -248,8 +248,10 @@ def test_cli_exit_code_not_ready_and_no_secret_anywhere(sample_cluster, s3, capl
             "--multipart-threshold", "16384"]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 1, res.output
-    assert "audit-lat-0" in res.output and "no topic id" in res.output
-    # Only the topic without an id or epochs failed: the v2 partitions are staged.
+    # The cluster description keeps audit-lat (no topic id) out: ineligible, with the reason.
+    assert "ineligible audit-lat-0: topic excluded by the operator: not in the metadata log" in res.output
+    # Legacy data without leader epochs fails, naming the fix; the v2 partitions are staged.
+    assert "no leader epoch covers" in res.output and "--assign-leader-epoch" in res.output
     assert len(_objects(s3)) > 0
     # The secret is nowhere: output, logs, run dir, reports.
     assert FAKE_SECRET_KEY not in res.output
@@ -453,16 +455,18 @@ def test_settings_from_airflow_connection_keep_the_secret_out_of_dumps(monkeypat
     assert st.aws_conn_id == "kmigrate_s3"
 
 
-def test_compacted_topic_is_reported_not_ready(sample_cluster, s3):
-    """Kafka does not tier compacted topics: reported with the reason, and the run exits 1."""
+def test_compacted_topic_is_reported_ineligible(sample_cluster, s3):
+    """Kafka does not tier compacted topics: reported ineligible with the reason, never a
+    failure (exit 0)."""
     from migration.migrations.tier.driver import execute_tier
 
     broker = next(b for b, d in sample_cluster.broker_log_dirs.items() if (d / "users-compacted-0").is_dir())
     report = execute_tier([str(sample_cluster.broker_log_dirs[broker])], options=_options(s3, sample_cluster),
                           only_partitions=["users-compacted-0"])
     units = [u for _, topic, _, u in report.iter_units() if topic == "users-compacted"]
-    assert units and all(u.status.value == "failed" and u.errors[0].code == "COMPACTED" for u in units)
-    assert report.exit_code() == 1
+    assert units and all(u.status.value == "ineligible" and u.warnings[0].code == "COMPACTED" and not u.errors
+                         for u in units)
+    assert report.exit_code() == 0 and report.totals.units_ineligible == len(units)
 
 
 def test_missing_or_empty_indexes_are_rebuilt_before_staging(sample_cluster, s3):
