@@ -31,7 +31,6 @@ from migration.audit.model import (
 from migration.audit.store import ReportStore
 from migration.formats import names
 from migration.formats.errors import KafkaFormatError
-from migration.formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2
 from migration.logdir.model import scan_log_dir
 from migration.logdir.validate import ValidationResult, validate_segment
 from migration.migrations.common.backup import drop_backups, unit_backups, write_backup_manifest
@@ -46,6 +45,7 @@ from migration.migrations.common.leader_epoch import (
 from migration.migrations.common.replace import remove_cleaned_in_range
 from migration.migrations.upgrade.journal import IN_FLIGHT, JOURNAL_DIR, JournalState, UnitJournal, load_journal
 from migration.migrations.upgrade.options import UpgradeOptions
+from migration.migrations.upgrade.rewrite import Converter, RewriteSpec
 from migration.migrations.upgrade.unit import epoch_backup_dir, rollback_unit, run_epoch_unit, run_unit
 from migration.runtime.engine import Progress, Unit, get_engine
 from migration.runtime.faults import unit_scope
@@ -79,14 +79,6 @@ UNIT_FUNCTIONS = {UNIT_KIND: run_unit, EPOCH_UNIT_KIND: run_epoch_unit}
 # the rewrite rebuilds the indexes).
 CORRUPT_CODES = frozenset({"corrupt-batch", "trailing-bytes", "offset-order", "offset-beyond-segment",
                            "record-offset"})
-# Rough per-entry growth of a conversion, for the dry-run plan (bytes).
-_GROWTH = {
-    (MAGIC_V0, MAGIC_V1): 8,  # the timestamp field
-    (MAGIC_V0, MAGIC_V2): 44,  # 61-byte batch header + record framing - v0 entry overhead
-    (MAGIC_V1, MAGIC_V2): 36,
-}
-
-
 def _unit_id(broker_id: int, dir_index: int, topic: str, partition: int, base_offset: int) -> str:
     return f"b{broker_id}.d{dir_index}.{topic}-{partition}.{names.filename_prefix_from_offset(base_offset)}"
 
@@ -96,11 +88,15 @@ def _backup_root(options: UpgradeOptions) -> str:
 
 
 class _SegmentSurvey:
-    """Collects, while the validator streams a segment, its formats and an estimated growth."""
+    """Collects, while the validator streams a segment, its formats and, in a dry run, how many
+    bytes the conversion adds (negative: removes). The dry run converts every batch in memory
+    with the upgrade's own converter and writes nothing, so the figure is what the real run
+    does, not an estimate (compression included)."""
 
-    def __init__(self, target_magic: int, *, estimate_growth: bool) -> None:
+    def __init__(self, target_magic: int, *, estimate_growth: bool, spec: RewriteSpec | None = None) -> None:
         self.target = target_magic
         self.estimate_growth = estimate_growth
+        self.converter = Converter(spec or RewriteSpec(target_magic=target_magic))
         self.bytes_by_magic: dict[str, int] = {}
         self.growth = 0
 
@@ -108,9 +104,7 @@ class _SegmentSurvey:
         label = f"v{b.magic}"
         self.bytes_by_magic[label] = self.bytes_by_magic.get(label, 0) + b.size_in_bytes
         if self.estimate_growth and b.magic < self.target:
-            # the validator decompressed the wrapper already (deep): inner() is cached
-            count = len(b.inner()) if b.is_compressed and self.target == MAGIC_V1 else 1
-            self.growth += _GROWTH[(b.magic, self.target)] * count
+            self.growth += sum(len(p.data) for p in self.converter.convert(b)) - b.size_in_bytes
 
     @property
     def magics(self) -> set[int]:
@@ -203,7 +197,10 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
             for k, seg in enumerate(part.segments):
                 nxt = bases[k + 1] if k + 1 < len(bases) else None
                 log_path = pdir / seg.log_file
-                survey = _SegmentSurvey(target, estimate_growth=deep)
+                survey = _SegmentSurvey(target, estimate_growth=deep, spec=RewriteSpec(
+                    target_magic=target, segment_bytes=options.segment_bytes,
+                    max_message_bytes=options.max_message_bytes,
+                    stamp_v0_ms=seg.mtime_ns // 1_000_000 if options.stamp_v0_with_mtime else None))
                 res, _ = validate_segment(log_path, next_base_offset=nxt, deep=deep, partition=part.name,
                                           on_batch=survey, leader_epochs=part.leader_epochs and
                                           [tuple(e) for e in part.leader_epochs])
@@ -348,7 +345,7 @@ def finalize_upgrade(run_id: str, *, engine: str | None = None) -> RunReport:
         growth = sum(prep.get("estimates", {}).values()) - sum(u.size for u in units)
         segments = [u for u in units if u.kind == UNIT_KIND]
         report.warn(f"dry run: {len(segments)} segment(s), {sum(u.size for u in units)} bytes to rewrite, "
-                    f"expected growth about {growth} bytes; nothing changed")
+                    f"expected {'growth' if growth >= 0 else 'shrinkage'} about {abs(growth)} bytes; nothing changed")
     elif opts.get("backup_root"):
         path = write_backup_manifest(opts["backup_root"], run_id)
         if path is not None:

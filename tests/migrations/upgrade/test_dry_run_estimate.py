@@ -1,0 +1,29 @@
+"""The dry run's plan predicts the real upgrade: the growth (or shrinkage) it announces is what
+the real run then does to the same data, to the byte (it converts in memory with the same
+converter and writes nothing)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from migration.audit.model import UnitStatus
+from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade
+
+
+@pytest.mark.parametrize(("broker", "target"), [(1, "v2"), (2, "v2"), (1, "v1"), (3, "v1")])
+def test_dry_run_growth_matches_the_real_run(sample_cluster_template, tmp_path, broker, target):
+    log_dir = tmp_path / "kafka-logs"
+    shutil.copytree(sample_cluster_template.broker_log_dirs[broker], log_dir, copy_function=shutil.copy2)
+    plan = execute_upgrade([str(log_dir)], options=UpgradeOptions(target=target, dry_run=True), engine="inline")
+    planned = [u for u in plan.iter_results() if u.status is UnitStatus.PLANNED and u.unit.endswith(".log")]
+    predicted = sum(u.bytes_after - u.bytes_before for u in planned)
+    real_run = execute_upgrade([str(log_dir)], options=UpgradeOptions(target=target), engine="inline")
+    assert real_run.exit_code() == 0
+    done = [u for u in real_run.iter_results() if u.status is UnitStatus.OK and u.unit.endswith(".log")]
+    real = sum(u.bytes_after - u.bytes_before for u in done)
+    assert {u.path for u in done} == {u.path for u in planned}
+    assert predicted == real
+    word = "growth" if predicted >= 0 else "shrinkage"
+    assert any(f"expected {word} about {abs(predicted)} bytes" in w.message for w in plan.warnings)
