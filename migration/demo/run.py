@@ -3,13 +3,17 @@
 1. build the sample legacy cluster (3 brokers, a KRaft controller) under out/demo/;
 2. print its inventory and validation;
 3. run the DAG ``message_format_upgrade`` with ``airflow dags test`` (canary broker 1,
-   target v2, dry_run false, automatic approval) — Spark jobs through SparkSubmitOperator;
+   target v2, leader epoch 0 assigned to data written before KIP-101, dry_run false, automatic
+   approval) — Spark jobs through SparkSubmitOperator;
 4. run ``zero_checkpoint_unification`` over the controller;
 5. start an S3-compatible server (moto) on loopback, create the bucket, run
    ``tiered_storage_readiness`` as two scheduled runs (the second finds nothing dirty and
    submits no Spark job), then runs under a small budget that serve every partition in turn;
-   print the bucket listing; stop the server;
-6. print where every run report (JSON and HTML) is.
+   every eligible partition, legacy ones included, is staged; the compacted topic and the topic
+   the cluster description excludes are reported ineligible; print the bucket listing; stop the
+   server;
+6. print where every run report (JSON and HTML) is;
+7. print one line per DAG run with its state and its report's verdict.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from migration.settings import out_dir, project_root
 console = Console(width=max(120, shutil.get_terminal_size((120, 40)).columns))
 
 DEMO_BUCKET = "kafka-tiered-demo"
+# One line per DAG run for the closing summary: (DAG id and label, DAG run state, report verdict).
+VERDICTS: list[tuple[str, str, str]] = []
 # Fake credentials for the local moto server only; never printed.
 DEMO_ACCESS_KEY = "demo-access-key"
 DEMO_SECRET_KEY = "demo-secret-key-not-real"  # noqa: S105
@@ -61,7 +67,7 @@ def airflow_env(cluster: Path, s3_endpoint: str | None = None) -> dict[str, str]
     return env
 
 
-def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path) -> int:
+def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path, label: str = "") -> int:
     """Run one DAG with ``airflow dags test``; print its state and its run report's summary."""
     from migration.audit.store import ReportNotFound, ReportStore
     from migration.audit.text import print_summary
@@ -79,6 +85,7 @@ def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path) -> int
             state = line.split(" state=")[1].split(",")[0] if " state=" in line else state
             run_id = line.split(" run_id=")[1].split(",")[0] if " run_id=" in line else run_id
     jobs = text.count("Spark-Submit cmd")
+    report = None
     color = "green" if state == "success" else "red"
     console.print(f"  DAG run [{color}]{state}[/{color}] in {time.monotonic() - started:.0f}s, {jobs} Spark job(s) "
                   f"submitted; log {log}", highlight=False)
@@ -100,6 +107,10 @@ def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path) -> int
             console.print(f"  {'DAG run report' if merged else 'report (no merged report: the newest step)'}: "
                           f"{store.html_path(report.run_id)} (JSON: {store.json_path(report.run_id)})",
                           highlight=False, soft_wrap=True)
+    verdict = "no report"
+    if run_id and report is not None:
+        verdict = f"report {report.status.value} (exit {report.exit_code()}), {report.totals.units} units"
+    VERDICTS.append((f"{dag_id} {label}".strip(), state, verdict))
     return 0 if rc == 0 and state == "success" else 1
 
 
@@ -136,9 +147,11 @@ def main() -> int:
         failures.append("validation of the sample cluster")
 
     env = airflow_env(sc.description_path)
-    console.print(Rule("3. DAG message_format_upgrade (canary broker 1, target v2)"))
+    console.print(Rule("3. DAG message_format_upgrade (canary broker 1, target v2, leader epoch 0 assigned)"))
+    # assign_leader_epoch: data written before KIP-101 gets leader epoch 0, so it can be tiered in step 5.
     rc = dags_test("message_format_upgrade", {"cluster": str(sc.description_path), "target_format": "v2",
-                                              "canary_broker": 1, "dry_run": False, "approval": "auto"},
+                                              "canary_broker": 1, "dry_run": False, "approval": "auto",
+                                              "assign_leader_epoch": True},
                    env, log=logs / "message_format_upgrade.log")
     if rc:
         failures.append("message_format_upgrade")
@@ -162,6 +175,10 @@ def main() -> int:
                       highlight=False)
     console.print(f"{len(store.list_runs())} reports (JSON and HTML) under {store.root}; also: kmigrate report "
                   "--list, and the 'Migration report' tab of each DAG run in the Airflow UI")
+    console.print(Rule("7. Verdicts, one line per DAG run"))
+    for name, state, verdict in VERDICTS:
+        color = "green" if state == "success" and "report ok" in verdict else "red"
+        console.print(f"[{color}]{state:8}[/{color}] {name}: {verdict}", highlight=False, soft_wrap=True)
     if failures:
         console.print(f"[red]demo steps that failed: {failures}[/red]")
         return 1
@@ -198,13 +215,14 @@ def _tiered(sc, logs: Path) -> list[str]:  # noqa: ANN001 - SampleCluster
             ("scheduled run 2 (nothing changed: no Spark job)", base),
         ]):
             console.print(f"[bold]{label}[/bold]")
-            if dags_test("tiered_storage_readiness", conf, env, log=logs / f"tiered_{i}.log"):
+            if dags_test("tiered_storage_readiness", conf, env, log=logs / f"tiered_{i}.log", label=label):
                 failures.append(f"tiered_storage_readiness {label}")
         # A fresh session with a small budget: successive runs serve every partition in turn.
         for i in range(3):
             conf = {**base, "session_name": "demo-budget", "budget_segments": 6}
             console.print(f"[bold]budgeted run {i + 1} (6 segments per run)[/bold]")
-            if dags_test("tiered_storage_readiness", conf, env, log=logs / f"tiered_budget_{i}.log"):
+            if dags_test("tiered_storage_readiness", conf, env, log=logs / f"tiered_budget_{i}.log",
+                         label=f"budgeted run {i + 1}"):
                 failures.append(f"tiered_storage_readiness budgeted run {i + 1}")
         objects = []
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=DEMO_BUCKET):
