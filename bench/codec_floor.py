@@ -16,9 +16,13 @@ Reading the files and walking the batches (``FileRecords``) happen before the ti
 reported ``seconds`` is the codec loop alone (garbage collection off during it). Uncompressed
 messages and v2 batches cost nothing here: a converter needs no codec for them.
 
+The codec functions are the product's (gzip read with ISA-L and written with libdeflate when
+they import, else zlib): ``libraries`` in the output names them (:func:`compression.codec_libraries`).
+
 ``python -m bench.codec_floor TARGET SEGMENT...`` prints one JSON line: seconds, bytes (of the
 segments), wrappers, compressed_bytes (their values), uncompressed_bytes, and ``by_codec``
-(seconds per codec) with ``by_codec_detail`` (decompress/compress seconds, wrappers, bytes).
+(seconds per codec) with ``by_codec_detail`` (decompress/compress seconds, wrappers, bytes),
+and ``libraries``.
 """
 
 from __future__ import annotations
@@ -96,6 +100,7 @@ def main(argv: list[str]) -> None:
                 "uncompressed_bytes": uncompressed,
                 "by_codec": by_codec,
                 "by_codec_detail": dict(sorted(detail.items())),
+                "libraries": codecs.codec_libraries(),
             }
         )
     )

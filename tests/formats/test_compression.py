@@ -1,16 +1,27 @@
 """Codecs as Kafka frames them: corrupt compressed data is a format error with a position,
-never the codec library's own exception (cases found by tests/fuzz)."""
+never the codec library's own exception (cases found by tests/fuzz). The libraries behind them
+(ISA-L, libdeflate, cramjam; zlib as the fallback) are checked against kafka-python's codecs."""
 
 from __future__ import annotations
 
+import os
+import random
 import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
 
+import cramjam
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafka import codec as kp
 
 from migration.formats import compression as codecs
 from migration.formats.errors import CorruptRecordError, KafkaFormatError
 from migration.formats.file_records import iterate_batches
-from migration.formats.legacy import encode_message
+from migration.formats.legacy import LegacyBatch, encode_message
 from migration.formats.model import Compression
 
 TEXT = b'{"id":1,"page":"/checkout"}' * 20
@@ -54,3 +65,274 @@ def test_corrupt_raw_snappy_wrapper_value_is_a_located_format_error():
     with pytest.raises(CorruptRecordError) as exc:
         wrapper.inner()
     assert exc.value.position == len(entry) - len(b"not snappy")
+
+
+# ---------------------------------------------------------------- the libraries behind the codecs
+# The product reads gzip with ISA-L and writes it with libdeflate, zlib standing in for either when
+# it cannot be imported; snappy and lz4 are framed here over cramjam's raw block calls.
+# kafka-python's codecs (kafka.codec) are the independent oracle both ways.
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _edge_payloads() -> list[bytes]:
+    rnd = random.Random(14)
+    noise = rnd.randbytes(70_000)  # incompressible: lz4 stores its blocks raw
+    return [
+        b"x",
+        TEXT[:codecs.LIBDEFLATE_STORED_MAX],  # the largest input libdeflate would store raw
+        TEXT[: codecs.LIBDEFLATE_STORED_MAX + 1],
+        TEXT,
+        (TEXT * 60)[: codecs.SNAPPY_BLOCK_SIZE],  # exactly one xerial block
+        (TEXT * 60)[: codecs.SNAPPY_BLOCK_SIZE + 1],
+        (TEXT * 120)[: codecs.LZ4_BLOCK_SIZE],  # exactly one lz4 block
+        (TEXT * 120)[: codecs.LZ4_BLOCK_SIZE + 1],
+        bytes(200_000),
+        noise,
+        bytes(50_000) + noise[:20_000],  # a compressed lz4 block, then a stored one
+    ]
+
+
+@pytest.fixture(scope="module")
+def cluster_payloads(sample_cluster_template) -> list[bytes]:
+    """Every compressed wrapper value and v2 records payload of the sample cluster, decompressed:
+    the data the upgrade compresses again."""
+    out = []
+    for seg in sorted(Path(sample_cluster_template.root).glob("broker-*/kafka-logs/*/*.log")):
+        for batch in iterate_batches(seg.read_bytes(), path=seg):
+            if not batch.is_compressed:
+                continue
+            if isinstance(batch, LegacyBatch):
+                _, value, _ = batch._key_value()
+                out.append(codecs.decompress(batch.compression, value, batch.magic))
+            else:
+                out.append(batch.records_payload())
+    assert len(out) > 500  # the edge payloads add the multi-block sizes
+    return out
+
+
+@pytest.fixture(scope="module")
+def payloads(cluster_payloads) -> list[bytes]:
+    return cluster_payloads[::5] + _edge_payloads()
+
+
+def _zlib_gzip(data: bytes, level: int = 6) -> bytes:
+    c = zlib.compressobj(level, zlib.DEFLATED, 31)
+    return c.compress(data) + c.flush()
+
+
+def test_the_fast_libraries_are_active_here():
+    libs = codecs.codec_libraries()
+    assert libs["gzip read"].startswith("isal ")
+    assert libs["gzip write"].startswith("libdeflate ") and libs["gzip write"].endswith("level 6")
+    assert codecs.gzip_decompress is codecs.gzip_decompress_isal
+    assert codecs.gzip_compress is codecs.gzip_compress_libdeflate
+
+
+@pytest.mark.parametrize("magic", [0, 1, 2])
+def test_kafka_python_decodes_what_we_write(payloads, magic):
+    for data in payloads:
+        assert kp.gzip_decode(codecs.compress(Compression.GZIP, data, magic)) == data
+        assert kp.snappy_decode(codecs.compress(Compression.SNAPPY, data, magic)) == data
+        lz4 = codecs.compress(Compression.LZ4, data, magic)
+        # magic 0 carries the broken header checksum: lz4.frame refuses it, the old-Kafka decoder fixes it
+        assert (kp.lz4_decode_old_kafka if magic == 0 else kp.lz4_decode)(lz4) == data
+        if magic == 2:
+            assert kp.zstd_decode(codecs.compress(Compression.ZSTD, data, magic)) == data
+
+
+def test_we_decode_what_kafka_python_and_zlib_write(payloads):
+    for data in payloads:
+        assert codecs.decompress(Compression.GZIP, kp.gzip_encode(data), 1) == data  # level 9
+        assert codecs.decompress(Compression.GZIP, _zlib_gzip(data), 1) == data
+        assert codecs.decompress(Compression.SNAPPY, kp.snappy_encode(data), 1) == data
+        assert codecs.decompress(Compression.SNAPPY, kp.snappy_encode(data, xerial_compatible=False), 1) == data
+        # lz4.frame writes a content size (8 more header bytes, covered by the checksum)
+        assert codecs.decompress(Compression.LZ4, kp.lz4_encode(data), 2) == data
+        assert codecs.decompress(Compression.LZ4, kp.lz4_encode_old_kafka(data), 0) == data
+        assert codecs.decompress(Compression.ZSTD, kp.zstd_encode(data), 2) == data
+
+
+def test_a_memoryview_decodes_like_bytes(payloads):
+    for data in payloads[::7]:
+        for codec, magic in ((Compression.GZIP, 1), (Compression.SNAPPY, 1), (Compression.LZ4, 0),
+                             (Compression.LZ4, 2), (Compression.ZSTD, 2)):
+            framed = b"--" + codecs.compress(codec, data, magic)
+            assert codecs.decompress(codec, memoryview(framed)[2:], magic) == data
+
+
+def test_gzip_output_is_no_larger_than_zlib_level_6_on_the_sample_cluster(cluster_payloads):
+    ours = sum(len(codecs.gzip_compress(p)) for p in cluster_payloads)
+    theirs = sum(len(_zlib_gzip(p)) for p in cluster_payloads)
+    assert ours <= theirs, f"libdeflate {ours} > zlib {theirs} bytes"
+
+
+@pytest.mark.parametrize("size", range(codecs.LIBDEFLATE_STORED_MAX + 1))
+def test_gzip_inputs_libdeflate_would_store_raw_go_to_zlib(size):
+    data = (TEXT * 2)[:size]
+    assert codecs.gzip_compress(data) == _zlib_gzip(data)
+
+
+def test_gzip_output_is_level_6_not_zlib_bytes():
+    # libdeflate's own stream: any valid gzip is what Kafka needs (GZIPInputStream reads it)
+    data = TEXT * 50
+    out = codecs.gzip_compress(data)
+    assert type(out) is bytes and out != _zlib_gzip(data) and kp.gzip_decode(out) == data
+
+
+# ---------------------------------------------------------------- zlib, the fallback
+
+
+@pytest.fixture
+def zlib_codecs(monkeypatch):
+    """The module as it runs where isal and deflate cannot be imported."""
+    monkeypatch.setattr(codecs, "gzip_decompress", codecs.gzip_decompress_zlib)
+    monkeypatch.setattr(codecs, "gzip_compress", codecs.gzip_compress_zlib)
+    return codecs
+
+
+def test_zlib_fallback_round_trips_and_says_so(zlib_codecs, payloads):
+    libs = zlib_codecs.codec_libraries()
+    assert libs["gzip read"].startswith("zlib ") and libs["gzip write"].startswith("zlib ")
+    for data in payloads[::3]:
+        out = zlib_codecs.compress(Compression.GZIP, data, 1)
+        assert out == _zlib_gzip(data)
+        assert kp.gzip_decode(out) == data
+        assert zlib_codecs.decompress(Compression.GZIP, out, 1) == data
+        assert zlib_codecs.decompress(Compression.GZIP, bytes(codecs.gzip_compress_libdeflate(data)), 1) == data
+
+
+@pytest.mark.parametrize("backend", ["isal", "zlib"])
+def test_gzip_reader_strictness_holds_on_both_libraries(backend):
+    read = codecs.gzip_decompress_isal if backend == "isal" else codecs.gzip_decompress_zlib
+    one = codecs.gzip_compress(TEXT)
+    two = one + codecs.gzip_compress_zlib(TEXT[:100])
+    assert read(two) == TEXT + TEXT[:100]
+    with pytest.raises(CorruptRecordError, match="ends before its trailer") as exc:
+        read(one[:-4])
+    assert exc.value.expected == "complete gzip member"
+    with pytest.raises(CorruptRecordError, match="bad gzip stream") as exc:
+        read(one[:-8] + bytes([one[-8] ^ 1]) + one[-7:])  # CRC32 of the data
+    assert exc.value.position == 0
+    with pytest.raises(CorruptRecordError, match="bad gzip stream") as exc:
+        read(one + one[:-1] + bytes([one[-1] ^ 1]))  # ISIZE of the second member
+    assert exc.value.position == len(one)
+    reserved = one[:3] + bytes([one[3] | 0x20]) + one[4:]
+    with pytest.raises(CorruptRecordError, match="bad gzip stream") as exc:
+        read(one + reserved)  # ISA-L takes reserved FLG bits, zlib does not: neither reader may
+    assert exc.value.position == len(one) + (3 if backend == "isal" else 0)
+    with pytest.raises(CorruptRecordError):
+        read(one + b"\x00\x00")  # bytes after the last member
+    with pytest.raises(CorruptRecordError):
+        read(b"")
+
+
+def _mutations(seed: bytes, data: st.DataObject) -> bytes:
+    out = bytearray(seed)
+    for _ in range(data.draw(st.integers(1, 2))):
+        kind = data.draw(st.sampled_from(["flip", "byte", "cut", "append"]))
+        if kind == "cut":
+            del out[data.draw(st.integers(0, len(out))):]
+        elif kind == "append":
+            out += data.draw(st.binary(min_size=1, max_size=24))
+        elif out:  # half the time in the headers and first block length, where the framing is
+            at = data.draw(st.one_of(st.integers(0, min(len(out), 24) - 1), st.integers(0, len(out) - 1)))
+            out[at] = out[at] ^ (1 << data.draw(st.integers(0, 7))) if kind == "flip" else data.draw(
+                st.integers(0, 255))
+    return bytes(out)
+
+
+def _verdict(fn, *args):
+    try:
+        return "ok", fn(*args)
+    except KafkaFormatError as exc:
+        return "error", (type(exc), exc.message, exc.position, exc.expected, exc.found)
+
+
+GZIP_SEEDS = [
+    codecs.gzip_compress(TEXT),
+    codecs.gzip_compress_zlib(TEXT[:200]) + codecs.gzip_compress(TEXT[200:]),
+    kp.gzip_encode(TEXT[:40]),
+    codecs.gzip_compress(b""),
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.sampled_from(GZIP_SEEDS), data=st.data())
+def test_isal_and_zlib_readers_agree_on_damaged_streams(seed, data):
+    damaged = _mutations(seed, data)
+    isal_kind, isal_out = _verdict(codecs.gzip_decompress_isal, damaged)
+    zlib_kind, zlib_out = _verdict(codecs.gzip_decompress_zlib, damaged)
+    assert isal_kind == zlib_kind
+    if isal_kind == "ok":
+        assert isal_out == zlib_out
+    else:  # the library's words may differ, never the kind of error
+        assert isal_out[0] is zlib_out[0]
+
+
+def test_without_isal_and_deflate_the_module_falls_back_to_zlib():
+    # a fresh interpreter where both imports fail, as on a platform without their wheels
+    code = (
+        "import sys; sys.modules['isal'] = None; sys.modules['deflate'] = None\n"
+        "from migration.formats import compression as c\n"
+        "data = b'fallback' * 1000\n"
+        "assert c.gzip_compress is c.gzip_compress_zlib and c.gzip_decompress is c.gzip_decompress_zlib\n"
+        "assert c.gzip_decompress_isal is None\n"
+        "assert c.decompress(c.Compression.GZIP, c.compress(c.Compression.GZIP, data, 1), 1) == data\n"
+        "print(c.codec_libraries()['gzip read'], '|', c.codec_libraries()['gzip write'])\n"
+    )
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    read, write = res.stdout.strip().split(" | ")
+    assert read.startswith("zlib ") and write.startswith("zlib ")
+
+
+# ---------------------------------------------------------------- the fast paths of the framing
+# A one-block xerial stream and a one-block Kafka LZ4 frame skip the general loop; on any input
+# they must do what the careful path does: same data, or the same error at the same position.
+
+SNAPPY_SEEDS = [codecs.snappy_compress(TEXT), codecs.snappy_compress(bytes(20_000)), codecs.snappy_compress(b"ab")]
+LZ4_SEEDS = [
+    codecs.lz4_compress(TEXT, 0),
+    codecs.lz4_compress(TEXT, 2),
+    codecs.lz4_compress(random.Random(3).randbytes(300), 1),  # stored raw
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.sampled_from(SNAPPY_SEEDS), data=st.data())
+def test_snappy_one_block_path_matches_the_careful_path(seed, data):
+    damaged = _mutations(seed, data)
+    assert _verdict(codecs.snappy_decompress, damaged) == _verdict(codecs._snappy_stream, memoryview(damaged))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.sampled_from(LZ4_SEEDS), magic=st.sampled_from([0, 1, 2]), data=st.data())
+def test_lz4_one_block_path_matches_the_careful_path(seed, magic, data):
+    damaged = _mutations(seed, data)
+    assert _verdict(codecs.lz4_decompress, damaged, magic) == _verdict(codecs._lz4_frame, memoryview(damaged), magic)
+
+
+def test_snappy_and_lz4_fast_paths_are_taken(monkeypatch):
+    def careful(*args):
+        raise AssertionError("careful path taken")
+
+    monkeypatch.setattr(codecs, "_snappy_stream", careful)
+    monkeypatch.setattr(codecs, "_lz4_frame", careful)
+    assert codecs.snappy_decompress(codecs.snappy_compress(TEXT)) == TEXT
+    for magic in (0, 1, 2):
+        assert codecs.lz4_decompress(codecs.lz4_compress(TEXT, magic), magic) == TEXT
+
+
+def test_lz4_block_larger_than_its_frame_allows_fails_after_a_larger_frame():
+    # a 4 MiB-block frame grows this thread's buffer; a 64 KiB-block frame must still refuse a
+    # block that inflates beyond 64 KiB
+    data = bytes(100_000)
+    block = bytes(cramjam.lz4.compress_block(data, store_size=False))
+    body = struct.pack("<I", len(block)) + block + codecs.LZ4_END_MARK
+    big = codecs.LZ4_FRAME_MAGIC + bytes((0x60, 0x70, codecs.lz4_header_checksum(b"\x60\x70"))) + body
+    assert codecs.lz4_decompress(big, 2) == data
+    with pytest.raises(CorruptRecordError, match="bad LZ4 block") as exc:
+        codecs.lz4_decompress(codecs.LZ4_HEADER + body, 2)
+    assert exc.value.position == 11
