@@ -24,8 +24,6 @@ the project attribute ``"sensitive": true`` for fields that hold secrets (see :f
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import json
 import os
@@ -37,7 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from migration.formats.errors import SchemaError, TruncatedError
+from migration.formats.errors import CorruptRecordError, SchemaError, TruncatedError
+from migration.formats.kafka_uuid import Uuid
+from migration.formats.varint import VARINT_MAX_BYTES, decode_unsigned_varint, encode_unsigned_varint
 
 __all__ = [
     "DEFAULT_SCHEMA_DIR",
@@ -100,54 +100,37 @@ _NULLABLE_TYPES = frozenset(["string", "bytes"])  # plus arrays and structs
 
 
 def read_unsigned_varint(buf: memoryview, pos: int, end: int, what: str = "unsigned varint") -> tuple[int, int]:
-    """Read a LEB128 unsigned varint of at most 5 bytes; returns (value, next position)."""
-    start = pos
-    value = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise TruncatedError(
-                f"data ends inside {what}", position=start, expected=what, found=f"{end - start} byte(s)"
-            )
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            # Java keeps the low 32 bits of a 5-byte varint.
-            return value & _MAX_UVARINT, pos
-        shift += 7
-        if shift > 28:
-            raise SchemaError(
-                f"{what} is too long", position=start, expected="at most 5 varint bytes", found="a 6th byte"
-            )
+    """Read a LEB128 unsigned varint of at most 5 bytes (the project's one varint codec,
+    :mod:`migration.formats.varint`); returns (value, next position). Errors name ``what``."""
+    try:
+        return decode_unsigned_varint(buf, pos, VARINT_MAX_BYTES, end)
+    except TruncatedError:
+        raise TruncatedError(f"data ends inside {what}", position=pos, expected=what,
+                             found=f"{end - pos} byte(s)") from None
+    except CorruptRecordError:
+        raise SchemaError(f"{what} is too long", position=pos, expected="at most 5 varint bytes",
+                          found="a 6th byte") from None
 
 
 def write_unsigned_varint(out: bytearray, value: int) -> None:
     """Append ``value`` (0 .. 2**32-1) as an unsigned LEB128 varint."""
     if not 0 <= value <= _MAX_UVARINT:
         raise SchemaError(f"unsigned varint out of range: {value}", expected="0..4294967295", found=value)
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+    out += encode_unsigned_varint(value)
 
 
 def uuid_to_str(raw: bytes | memoryview) -> str:
-    """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes without padding."""
-    return base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode("ascii")
+    """Kafka's ``Uuid.toString`` (the project's one Uuid codec, :mod:`migration.formats.kafka_uuid`)."""
+    return Uuid.from_bytes(raw).to_string()
 
 
 def uuid_from_str(text: str) -> bytes:
-    """Kafka's ``Uuid.fromString``: the 16 bytes of a 22-character URL-safe base64 id."""
-    if len(text) != 22:
-        raise SchemaError(f"not a Kafka uuid: {text!r}", expected="22 base64url characters", found=len(text))
+    """Kafka's ``Uuid.fromString``: the 16 bytes of a URL-safe base64 id."""
     try:
-        raw = base64.urlsafe_b64decode(text + "==")
-    except (binascii.Error, ValueError) as exc:
-        raise SchemaError(f"not a Kafka uuid: {text!r}", expected="base64url text") from exc
-    if len(raw) != 16:
-        raise SchemaError(f"not a Kafka uuid: {text!r}", expected="16 bytes", found=len(raw))
-    return raw
+        return Uuid.from_string(text).to_bytes()
+    except ValueError as exc:
+        raise SchemaError(f"not a Kafka uuid: {text!r}", expected="22 base64url characters (16 bytes)",
+                          found=str(exc)) from None
 
 
 def _uuid_bytes(value: Any, path: str) -> bytes:

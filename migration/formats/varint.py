@@ -1,8 +1,12 @@
-"""Zig-zag varints and varlongs of record format v2 (docs/formats.md §0.1).
+"""Varints, the one codec of the project (docs/formats.md §0.1): the zig-zag varints and
+varlongs of record format v2, and the unsigned varints of flexible message versions (KRaft
+records, tagged fields) and raw snappy blocks.
 
-A value is zig-zag encoded, then written as unsigned LEB128: 7 bits a byte, least
-significant group first, the high bit set on every byte but the last. A varint has at most
-5 bytes and a varlong at most 10; more is an error ("varint is too long").
+A value is (zig-zag encoded, for the signed kinds, then) written as unsigned LEB128: 7 bits a
+byte, least significant group first, the high bit set on every byte but the last. A varint has
+at most 5 bytes and a varlong at most 10; more is an error ("varint is too long"). As in Kafka's
+``ByteUtils``, the bits a fifth (tenth) byte carries beyond 32 (64) are dropped: Java shifts
+them out of its int (long).
 """
 
 from __future__ import annotations
@@ -57,14 +61,23 @@ def decode_varlong(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
 
 def _decode_varint_slow(buf: bytes | memoryview, pos: int, max_bytes: int) -> tuple[int, int]:
     u, pos = decode_unsigned_varint(buf, pos, max_bytes)
-    return (u >> 1) ^ -(u & 1), pos
+    return (u >> 1) ^ -(u & 1), pos  # Java's (value >>> 1) ^ -(value & 1) on the cut value
 
 
-def decode_unsigned_varint(buf: bytes | memoryview, pos: int, max_bytes: int = 5) -> tuple[int, int]:
+VARINT_MAX_BYTES = 5
+VARLONG_MAX_BYTES = 10
+_VALUE_MASK = {VARINT_MAX_BYTES: (1 << 32) - 1, VARLONG_MAX_BYTES: (1 << 64) - 1}
+
+
+def decode_unsigned_varint(buf: bytes | memoryview, pos: int, max_bytes: int = VARINT_MAX_BYTES,
+                           end: int | None = None) -> tuple[int, int]:
+    """Unsigned LEB128 at ``pos`` (before ``end``, default the buffer's end) of at most
+    ``max_bytes``; returns (value, next position), the value cut to 32 (64) bits as Java's int
+    (long) holds it."""
     u = 0
     shift = 0
     start = pos
-    end = len(buf)
+    end = len(buf) if end is None else end
     while True:
         if pos >= end:
             raise TruncatedError("unsigned varint cut short", position=start, expected="more varint bytes")
@@ -72,7 +85,7 @@ def decode_unsigned_varint(buf: bytes | memoryview, pos: int, max_bytes: int = 5
         pos += 1
         u |= (b & 0x7F) << shift
         if b < 0x80:
-            return u, pos
+            return u & _VALUE_MASK.get(max_bytes, -1), pos
         shift += 7
         if pos - start >= max_bytes:
             raise CorruptRecordError(

@@ -121,3 +121,16 @@ def test_uuid_from_name_retries_leading_dash(monkeypatch: pytest.MonkeyPatch) ->
     u = uuid_from_name("n", "x")
     assert len(calls) == 2 and calls[0] != calls[1]
     assert u.is_safe_random()
+
+
+def test_message_schemas_use_the_one_uuid_codec():
+    """Kafka's Uuid.fromString takes the padded form too (at most 24 characters); the message
+    schema reader and Uuid agree on every form."""
+    from migration.formats.errors import SchemaError
+    from migration.formats.message_schema import uuid_from_str, uuid_to_str
+
+    u = Uuid.from_string("AAAAAAAAAAAAAAAAAAAAAQ")
+    assert uuid_from_str("AAAAAAAAAAAAAAAAAAAAAQ") == uuid_from_str("AAAAAAAAAAAAAAAAAAAAAQ==") == u.to_bytes()
+    assert uuid_to_str(u.to_bytes()) == u.to_string()
+    with pytest.raises(SchemaError, match="not a Kafka uuid"):
+        uuid_from_str("AAAAAAAAAAAAAAAAAAAAAQ===")

@@ -27,3 +27,39 @@ def test_too_long_and_truncated():
     with pytest.raises(TruncatedError):
         decode_varint(b"\x80\x80", 0)
     assert decode_unsigned_varint(b"\x96\x01", 0) == (150, 2)
+
+
+@pytest.mark.parametrize(("hexed", "unsigned", "signed"), [
+    ("ffffffff0f", 0xFFFFFFFF, -(2**31)),
+    # bits a fifth byte carries beyond 32 are shifted out of Java's int (ByteUtils.readVarint)
+    ("ffffffff7f", 0xFFFFFFFF, -(2**31)),
+    ("8080808070", 0, 0),
+])
+def test_fifth_byte_keeps_32_bits_like_java(hexed, unsigned, signed):
+    data = bytes.fromhex(hexed)
+    assert decode_unsigned_varint(data, 0) == (unsigned, 5)
+    assert decode_varint(data, 0) == (signed, 5)
+
+
+def test_tenth_byte_keeps_64_bits_like_java():
+    data = bytes.fromhex("ffffffffffffffffff7f")
+    assert decode_varlong(data, 0) == (-(2**63), 10)
+
+
+@given(st.binary(min_size=0, max_size=7), st.integers(min_value=0, max_value=3))
+def test_one_codec_for_flexible_versions_and_records(data, pos):
+    """The flexible-version reader of message schemas and the record varints are one codec:
+    same value and position, or both refuse."""
+    from migration.formats.errors import KafkaFormatError
+    from migration.formats.message_schema import read_unsigned_varint
+
+    pos = min(pos, len(data))
+    try:
+        expected = decode_unsigned_varint(data, pos)
+    except KafkaFormatError:
+        expected = None
+    try:
+        got = read_unsigned_varint(memoryview(data), pos, len(data))
+    except KafkaFormatError:
+        got = None
+    assert got == expected
