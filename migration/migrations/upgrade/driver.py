@@ -99,10 +99,19 @@ class _SegmentSurvey:
         self.converter = Converter(spec or RewriteSpec(target_magic=target_magic))
         self.bytes_by_magic: dict[str, int] = {}
         self.growth = 0
+        self.records: int | None = 0
 
     def __call__(self, b: Any) -> None:
         label = f"v{b.magic}"
         self.bytes_by_magic[label] = self.bytes_by_magic.get(label, 0) + b.size_in_bytes
+        # The report counts the records of every segment, also of those left as they are (only
+        # batches in the target format are counted here: a rewrite counts its own): a v2 batch
+        # says it in its header, a v1 wrapper is decompressed for it.
+        if b.magic >= self.target and self.records is not None:
+            try:
+                self.records += b.record_count
+            except KafkaFormatError:
+                self.records = None  # corrupt: the validation reports it
         if self.estimate_growth and b.magic < self.target:
             self.growth += sum(len(p.data) for p in self.converter.convert(b)) - b.size_in_bytes
 
@@ -205,7 +214,8 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                                           on_batch=survey, leader_epochs=part.leader_epochs and
                                           [tuple(e) for e in part.leader_epochs])
                 row = {"broker_id": bid, "topic": part.topic, "partition": part.partition, "unit": seg.log_file,
-                       "path": str(log_path), "bytes": seg.size, "formats": survey.bytes_by_magic}
+                       "path": str(log_path), "bytes": seg.size, "formats": survey.bytes_by_magic,
+                       "records": survey.records}
                 bad = _corruption(res, log_path)
                 if bad is not None:
                     corrupt.append(row | bad)
@@ -330,7 +340,8 @@ def finalize_upgrade(run_id: str, *, engine: str | None = None) -> RunReport:
         fmt = ",".join(sorted(row["formats"])) or None
         report.add_unit(row["broker_id"], row["topic"], row["partition"], UnitResult(
             unit=row["unit"], path=row["path"], status=UnitStatus.SKIPPED, input_format=fmt, output_format=fmt,
-            bytes_before=row["bytes"], bytes_after=row["bytes"]), track_progress=False)
+            bytes_before=row["bytes"], bytes_after=row["bytes"], records_before=row.get("records"),
+            records_after=row.get("records")), track_progress=False)
     for row in prep.get("ineligible", []):
         report.add_unit(row["broker_id"], row["topic"], row["partition"], UnitResult(
             unit=Path(row["path"]).name, unit_type=UnitType.PARTITION, path=row["path"],

@@ -27,3 +27,16 @@ def test_dry_run_growth_matches_the_real_run(sample_cluster_template, tmp_path, 
     assert predicted == real
     word = "growth" if predicted >= 0 else "shrinkage"
     assert any(f"expected {word} about {abs(predicted)} bytes" in w.message for w in plan.warnings)
+
+
+def test_report_counts_every_record_of_the_broker(sample_cluster_template, tmp_path):
+    """Segments already in the target format count too: records before/after match the log dir."""
+    from migration.logdir.model import scan_log_dir
+
+    log_dir = tmp_path / "kafka-logs"
+    shutil.copytree(sample_cluster_template.broker_log_dirs[1], log_dir, copy_function=shutil.copy2)
+    on_disk = sum(s.stats.records for p in scan_log_dir(log_dir, deep=True).partitions for s in p.segments)
+    report = execute_upgrade([str(log_dir)], options=UpgradeOptions(target="v2"), engine="inline")
+    assert report.exit_code() == 0
+    assert any(u.status is UnitStatus.SKIPPED for u in report.iter_results())
+    assert report.totals.records_before == report.totals.records_after == on_disk
