@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from migration.formats.offset_index import OffsetIndex, relative_offset
+from migration.formats.index_file import relative_offset
+from migration.formats.offset_index import OffsetIndex
 from migration.formats.time_index import NO_TIMESTAMP, TimeIndex
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096

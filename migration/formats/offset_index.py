@@ -9,145 +9,33 @@ Byte layout (big-endian), a flat array of 8-byte entries, no header::
 Entry count = floor(file length / 8). A file of an active segment after a crash is still
 preallocated (zero-filled tail); like kafka-dump-log, reading stops at the first entry i > 0
 whose offset equals the base offset. A finished segment's index is trimmed to entries x 8
-bytes, which is what :meth:`OffsetIndex.to_bytes` produces.
+bytes, which is what :meth:`OffsetIndex.to_bytes` produces. What the offset and time index
+share is in :mod:`.index_file`.
 """
 
 from __future__ import annotations
 
 import bisect
 import struct
-from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
-from typing import ClassVar, NamedTuple, Self
+from typing import NamedTuple
 
-from migration.formats.errors import CorruptIndexError, InvalidFileNameError
-from migration.formats.fileio import BytesLike, StrPath, atomic_write, offset_from_path, read_bytes
-from migration.formats.names import INDEX_FILE_SUFFIX, INT64_MAX, TMP_FILE_SUFFIX
-
-INT32_MAX = (1 << 31) - 1
+from migration.formats.errors import CorruptIndexError
+from migration.formats.index_file import (
+    INT32_MAX,
+    IndexFile,
+    IndexFullError,
+    InvalidOffsetError,
+    relative_offset,
+)
+from migration.formats.names import INDEX_FILE_SUFFIX
 
 _ENTRY = struct.Struct(">ii")
-
-
-class IndexOffsetOverflowError(ValueError):
-    """An offset that cannot be stored relative to the base offset (Kafka's
-    ``IndexOffsetOverflowException``): the segment must be split instead."""
-
-
-class InvalidOffsetError(ValueError):
-    """An append that does not respect the index order (Kafka's ``InvalidOffsetException``)."""
-
-
-class IndexFullError(ValueError):
-    """An append to an index that reached its ``segment.index.bytes`` capacity."""
 
 
 class OffsetPosition(NamedTuple):
     offset: int  # absolute offset
     position: int
-
-
-def relative_offset(base_offset: int, offset: int) -> int:
-    """``offset - base_offset`` if it fits an int32 index slot (Kafka's ``toRelative``)."""
-    rel = offset - base_offset
-    if rel < 0 or rel > INT32_MAX:
-        raise IndexOffsetOverflowError(
-            f"offset {offset} cannot be stored relative to base offset {base_offset}"
-        )
-    return rel
-
-
-def check_base_offset(base_offset: int) -> None:
-    if not 0 <= base_offset <= INT64_MAX:
-        raise ValueError(f"base offset {base_offset} is not a non-negative int64")
-
-
-def preallocated_entry_count(data_len: int, entry_size: int, relative_offsets: Iterable[int]) -> int:
-    """Entries before the zero-filled preallocated tail (kafka-dump-log's rule: stop at the
-    first entry i > 0 whose relative offset is 0)."""
-    for i, rel in enumerate(relative_offsets):
-        if i > 0 and rel == 0:
-            return i
-    return data_len // entry_size
-
-
-class IndexFile(ABC):
-    """What the offset and time index share, as Kafka's ``AbstractIndex`` does: fixed-size
-    entries relative to the segment's base offset, a preallocated zero-filled tail recognised
-    on read, the file length for the sanity checks, and the trimmed crash-safe write.
-    Subclasses give ``ENTRY``, ``FILE_SUFFIX``, ``OFFSET_FIELD`` (where the relative offset is
-    in an unpacked entry) and ``_load``."""
-
-    ENTRY: ClassVar[struct.Struct]
-    ENTRY_SIZE: ClassVar[int]
-    FILE_SUFFIX: ClassVar[str]
-    OFFSET_FIELD: ClassVar[int]
-
-    def __init__(self, base_offset: int, *, max_index_size: int | None = None) -> None:
-        check_base_offset(base_offset)
-        self.base_offset = base_offset
-        # Capacity from segment.index.bytes; None = unbounded (an offline rebuild has no mmap).
-        self.max_entries = None if max_index_size is None else max_index_size // self.ENTRY_SIZE
-        self._offsets: list[int] = []
-        # Set when the index comes from a file: what sanity_check inspects, and where errors point.
-        self.path: str | None = None
-        self.file_length: int | None = None
-        self.ignored_tail_entries = 0
-
-    @classmethod
-    def from_bytes(cls, data: BytesLike, base_offset: int, *, path: StrPath | None = None,
-                   strict: bool = True) -> Self:
-        """Parse an index file's bytes.
-
-        ``strict`` runs :meth:`sanity_check` (Kafka's rule) and :meth:`check_order` (what
-        Kafka's writer guarantees); without it the entries are loaded as Kafka loads them.
-        """
-        view = memoryview(data).cast("B")
-        index = cls(base_offset)
-        index.path = None if path is None else str(path)
-        index.file_length = len(view)
-        whole = view[: len(view) - len(view) % cls.ENTRY_SIZE]
-        unpacked = list(cls.ENTRY.iter_unpack(whole))
-        count = preallocated_entry_count(len(whole), cls.ENTRY_SIZE, (e[cls.OFFSET_FIELD] for e in unpacked))
-        index.ignored_tail_entries = len(unpacked) - count
-        index._load(unpacked[:count])
-        if strict:
-            index.sanity_check()
-            index.check_order()
-        return index
-
-    @classmethod
-    def read(cls, path: StrPath, base_offset: int | None = None, *, strict: bool = True) -> Self:
-        """Read ``<base offset><suffix>``; the base offset comes from the file name unless given."""
-        named = offset_from_path(path, cls.FILE_SUFFIX)
-        return cls.from_bytes(read_bytes(path), named if base_offset is None else base_offset, path=path,
-                              strict=strict)
-
-    @abstractmethod
-    def _load(self, entries: list[tuple[int, int]]) -> None: ...
-
-    @abstractmethod
-    def sanity_check(self) -> None: ...
-
-    @abstractmethod
-    def check_order(self) -> None: ...
-
-    @abstractmethod
-    def to_bytes(self) -> bytes: ...
-
-    def __len__(self) -> int:
-        return len(self._offsets)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_offset={self.base_offset}, entries={len(self)})"
-
-    def _length(self) -> int:
-        return len(self) * self.ENTRY_SIZE if self.file_length is None else self.file_length
-
-    def write(self, path: StrPath, *, tmp_suffix: str = TMP_FILE_SUFFIX) -> None:
-        """Write the trimmed index crash-safely; the name must carry this base offset."""
-        check_file_name(path, self.FILE_SUFFIX, self.base_offset)
-        atomic_write(path, self.to_bytes(), tmp_suffix=tmp_suffix)
 
 
 class OffsetIndex(IndexFile):
@@ -284,15 +172,3 @@ class OffsetIndex(IndexFile):
         for i, (offset, position) in enumerate(zip(self._offsets, self._positions, strict=True)):
             _ENTRY.pack_into(out, i * self.ENTRY_SIZE, offset - base, position)
         return bytes(out)
-
-
-
-def check_file_name(path: StrPath, suffix: str, base_offset: int) -> None:
-    named = offset_from_path(path, suffix)
-    if named != base_offset:
-        raise InvalidFileNameError(
-            "file name does not carry the base offset",
-            path=path,
-            expected=base_offset,
-            found=named,
-        )

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from migration.formats.errors import CorruptIndexError
+from migration.formats.index_file import IndexFile, IndexFullError, InvalidOffsetError, relative_offset
 from migration.formats.names import TIME_INDEX_FILE_SUFFIX
-from migration.formats.offset_index import IndexFile, IndexFullError, InvalidOffsetError, relative_offset
 
 NO_TIMESTAMP = -1
 INT64_MIN = -(1 << 63)

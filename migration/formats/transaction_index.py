@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 from migration.formats.errors import CorruptIndexError, TruncatedError
 from migration.formats.fileio import BytesLike, StrPath, atomic_write, offset_from_path, read_bytes
+from migration.formats.index_file import check_base_offset, check_file_name
 from migration.formats.names import INT64_MAX, TMP_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX
-from migration.formats.offset_index import check_base_offset, check_file_name
 
 ABORTED_TXN_VERSION = 0
 INT64_MIN = -(1 << 63)

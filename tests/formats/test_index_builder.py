@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from migration.formats.index_builder import BatchLike, build_indexes
-from migration.formats.offset_index import IndexOffsetOverflowError
+from migration.formats.index_file import IndexOffsetOverflowError
 
 
 @dataclass(frozen=True)

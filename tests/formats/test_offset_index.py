@@ -8,13 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from migration.formats.errors import CorruptIndexError, InvalidFileNameError
-from migration.formats.offset_index import (
-    IndexFullError,
-    IndexOffsetOverflowError,
-    InvalidOffsetError,
-    OffsetIndex,
-    OffsetPosition,
-)
+from migration.formats.index_file import IndexFullError, IndexOffsetOverflowError, InvalidOffsetError
+from migration.formats.offset_index import OffsetIndex, OffsetPosition
 
 INT32_MAX = 2**31 - 1
 

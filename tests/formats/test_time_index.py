@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from migration.formats.errors import CorruptIndexError, InvalidFileNameError
-from migration.formats.offset_index import IndexFullError, IndexOffsetOverflowError, InvalidOffsetError
+from migration.formats.index_file import IndexFullError, IndexOffsetOverflowError, InvalidOffsetError
 from migration.formats.time_index import TimeIndex, TimestampOffset
 
 INT32_MAX = 2**31 - 1

@@ -55,8 +55,9 @@ from migration.formats.errors import CorruptIndexError, CorruptRecordError, Kafk
 from migration.formats.file_records import FileRecords
 from migration.formats.fileio import fsync_dir
 from migration.formats.index_builder import DEFAULT_INDEX_INTERVAL_BYTES, IndexBuilder
+from migration.formats.index_file import IndexFile
 from migration.formats.model import MAGIC_V2
-from migration.formats.offset_index import IndexFile, OffsetIndex
+from migration.formats.offset_index import OffsetIndex
 from migration.formats.time_index import TimeIndex
 from migration.logdir.validate import Finding, batch_offset_problems, validate_segment
 from migration.runtime.faults import fault_point
