@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from migration.audit.model import RunReport
+from migration.audit.store import atomic_write_bytes
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 SCHEMA_ID_BASE = "https://kmigrate.invalid/schemas/"
@@ -49,7 +50,6 @@ def stale(out_dir: Path = SCHEMA_DIR) -> list[Path]:
 
 
 def write_all(out_dir: Path = SCHEMA_DIR) -> list[Path]:
-    from migration.audit.store import atomic_write_bytes
 
     written = []
     for name, model in SCHEMAS.items():

@@ -29,6 +29,7 @@ from migration.formats.control_records import (
     ControlRecordType,
     decode_control_value,
     encode_control_key,
+    read_control_key,
     snapshot_footer_value,
     snapshot_header_value,
 )
@@ -136,7 +137,6 @@ def read_checkpoint(data: bytes | memoryview, *, path: str | os.PathLike[str] | 
 def _read_control_batch(b: RecordBatch, records: list[Record], i: int, n: int, contents: CheckpointContents,
                         p: str | None) -> None:
     for j, r in enumerate(records):
-        from migration.formats.control_records import read_control_key
 
         try:
             ctype = read_control_key(r.key).type

@@ -12,6 +12,8 @@ from pydantic import BaseModel, Field
 from migration.audit.model import ProgressPoint, RunKind, RunReport, UnitStatus, utcnow
 from migration.audit.store import ReportNotFound, ReportStore
 from migration.logdir.validation import validate_paths
+from migration.migrations.upgrade.driver import UpgradeOptions, finalize_upgrade, prepare_upgrade, rollback_run
+from migration.migrations.upgrade.preflight import finalize_preflight, prepare_preflight
 from migration.orchestration.common import load_cluster, merge_reports, run_id_for
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused
@@ -66,7 +68,6 @@ def broker_run_id(dag_run_id: str, broker_id: int) -> str:
 
 
 def prepare_preflight_step(plan: RolloutPlan, dag_run_id: str) -> str:
-    from migration.migrations.upgrade.preflight import prepare_preflight
 
     rid = run_id_for(dag_run_id, "preflight")
     started = utcnow()
@@ -79,7 +80,6 @@ def prepare_preflight_step(plan: RolloutPlan, dag_run_id: str) -> str:
 def check_preflight_step(plan: RolloutPlan, dag_run_id: str) -> dict[str, Any]:
     """Refuse the rollout if any broker is live; corrupt segments are reported and will be
     left alone by the upgrade (a corrupt segment is never rewritten)."""
-    from migration.migrations.upgrade.preflight import finalize_preflight
 
     rid = run_id_for(dag_run_id, "preflight")
     report = finalize_preflight(rid, params=plan.model_dump(mode="json"), save=False)
@@ -112,7 +112,6 @@ def _time_preflight(report: RunReport, rd: RunDir) -> None:
 
 def prepare_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> list[str]:
     """Plan one broker's upgrade; returns the arguments of the Spark job to submit."""
-    from migration.migrations.upgrade.driver import UpgradeOptions, prepare_upgrade
 
     rid = broker_run_id(dag_run_id, broker_id)
     options = UpgradeOptions(target=plan.target, stamp_v0_with_mtime=plan.stamp_v0_with_mtime, force=plan.force,
@@ -126,7 +125,6 @@ def prepare_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> list[s
 
 
 def finalize_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
-    from migration.migrations.upgrade.driver import finalize_upgrade
 
     report = finalize_upgrade(broker_run_id(dag_run_id, broker_id))
     summary = {"run_id": report.run_id, "exit_code": report.exit_code(), "units": report.totals.units,
@@ -153,7 +151,6 @@ def verify_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[st
 
 def rollback_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """Restore the broker's originals (a no-op when nothing was changed)."""
-    from migration.migrations.upgrade.driver import rollback_run
 
     rid = broker_run_id(dag_run_id, broker_id)
     if not RunDir(rid).job_path.exists():

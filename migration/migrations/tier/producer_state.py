@@ -32,6 +32,7 @@ from migration.formats import names
 from migration.formats.control_records import ControlRecordType, EndTransactionMarker, read_control_key
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import FileRecords
+from migration.formats.fileio import fsync_dir, write_and_fsync
 from migration.formats.model import MAGIC_V2, NO_PRODUCER_EPOCH
 from migration.formats.producer_snapshot import EMPTY_SNAPSHOT, ProducerSnapshot, ProducerSnapshotEntry
 from migration.formats.record_batch import RecordBatch
@@ -239,7 +240,6 @@ def ensure_segment_snapshots(
 def _write_new(target: Path, data: bytes) -> None:
     """Temporary name, fsync, then a link to the final name that fails if it exists (a rename
     would silently replace a snapshot that appeared meanwhile), then fsync the directory."""
-    from migration.formats.fileio import fsync_dir, write_and_fsync
 
     tmp = target.with_name(target.name + ".kmigrate" + names.TMP_FILE_SUFFIX)
     write_and_fsync(tmp, data, exclusive=False)

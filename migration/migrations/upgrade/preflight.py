@@ -16,6 +16,7 @@ from migration.audit.store import ReportStore
 from migration.formats import names
 from migration.logdir.model import is_locked
 from migration.logdir.validate import ValidationResult, validate_partition_dir
+from migration.logdir.validation import validate_metadata_dir
 from migration.runtime.engine import Unit, get_engine
 from migration.runtime.runs import RunDir
 
@@ -45,7 +46,6 @@ def preflight_units(log_dirs: list[str | os.PathLike[str]], broker_id: int = -1)
 def run_validate_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
     res = ValidationResult()
     if Path(unit.path).name == names.METADATA_PARTITION_DIR:
-        from migration.logdir.validation import validate_metadata_dir
 
         validate_metadata_dir(Path(unit.path), res)
     else:
