@@ -13,6 +13,12 @@ export KMIGRATE_PROJECT_ROOT := $(CURDIR)
 export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+# kmigrate's home (docs/operations.md, "Where state lives") is the user's ($KMIGRATE_HOME, else
+# $XDG_STATE_HOME/kmigrate); the demo keeps its own (out/demo). Tests and benchmarks pin theirs
+# with KMIGRATE_OUT or KMIGRATE_HOME per test: an inherited KMIGRATE_HOME is cleared (empty is
+# unset), and state a test leaves to the default home lands in out/test-state, not in ~/.local.
+test fuzz bench: export KMIGRATE_HOME :=
+test fuzz: export XDG_STATE_HOME := $(CURDIR)/out/test-state
 
 .PHONY: all venv airflow-home test imports demo bench lint clean schemas fuzz
 

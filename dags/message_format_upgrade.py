@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import pendulum
 from airflow.providers.standard.operators.hitl import ApprovalOperator
-from airflow.sdk import DAG, Param, get_current_context, task, task_group
+from airflow.sdk import DAG, Param, Variable, conf, get_current_context, task, task_group
 from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSkipException
 from kmigrate_operators import DEFAULT_ARGS, MigrationSparkJobOperator, default_cluster
 
 from migration.orchestration import upgrade_rollout as rollout
 from migration.orchestration.common import spark_job_args
+from migration.settings import adopt_home, airflow_home_lookups
+
+# Runs, reports and sessions live in kmigrate's home: KMIGRATE_HOME, else [kmigrate] home of the
+# Airflow configuration, else the Variable kmigrate_home (docs/operations.md, "Where state lives").
+adopt_home(airflow_home_lookups(conf, Variable))
 
 with DAG(
     dag_id="message_format_upgrade",

@@ -8,11 +8,16 @@ then one report. All logic lives in migration.orchestration.tiered_schedule."""
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG, Param, get_current_context, task, task_group
+from airflow.sdk import DAG, Param, Variable, conf, get_current_context, task, task_group
 from airflow.sdk.exceptions import AirflowSkipException
 from kmigrate_operators import DEFAULT_ARGS, MigrationSparkJobOperator, default_cluster
 
 from migration.orchestration import tiered_schedule as tier
+from migration.settings import adopt_home, airflow_home_lookups
+
+# Runs, reports and sessions live in kmigrate's home: KMIGRATE_HOME, else [kmigrate] home of the
+# Airflow configuration, else the Variable kmigrate_home (docs/operations.md, "Where state lives").
+adopt_home(airflow_home_lookups(conf, Variable))
 
 with DAG(
     dag_id="tiered_storage_readiness",

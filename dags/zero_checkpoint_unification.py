@@ -5,10 +5,15 @@ All logic lives in migration.orchestration.unify_flow; this file is wiring."""
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG, Param, get_current_context, task
+from airflow.sdk import DAG, Param, Variable, conf, get_current_context, task
 from kmigrate_operators import DEFAULT_ARGS, MigrationSparkJobOperator, default_cluster
 
 from migration.orchestration import unify_flow as flow
+from migration.settings import adopt_home, airflow_home_lookups
+
+# Runs, reports and sessions live in kmigrate's home: KMIGRATE_HOME, else [kmigrate] home of the
+# Airflow configuration, else the Variable kmigrate_home (docs/operations.md, "Where state lives").
+adopt_home(airflow_home_lookups(conf, Variable))
 
 with DAG(
     dag_id="zero_checkpoint_unification",

@@ -28,13 +28,15 @@ from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessE
 from airflow.api_fastapi.core_api.security import GetUserDep
 from airflow.models.dag import DagModel
 from airflow.plugins_manager import AirflowPlugin
+from airflow.sdk import Variable, conf
 from fastapi import FastAPI, HTTPException, Request, status
 from fastapi.responses import HTMLResponse
 
 from migration.audit.model import RunReport
-from migration.audit.store import ReportNotFound, ReportStore, check_run_id
+from migration.audit.store import ReportNotFound, ReportStore, check_run_id, default_report_root
 from migration.audit.web import DAG_ID_RE, DAG_RUN_ID_RE, SECURITY_HEADERS, create_app
 from migration.orchestration.common import run_id_for
+from migration.settings import airflow_home_lookups, resolve_home
 
 URL_PREFIX = "/kmigrate-reports"
 
@@ -61,9 +63,12 @@ def page_href(linked_from: RunReport, run_id: str) -> str:
 
 
 def report_store() -> ReportStore:
-    """Per request (the report root comes from the environment): a DAG run's report is its
-    merged one, and pages link the other reports of their DAG run."""
-    return ReportStore(dag_run_report_id=run_id_for, page_href=page_href)
+    """Per request (the home may change under a long-running api-server): the reports of the
+    home the DAGs write to, ``KMIGRATE_HOME``, else ``[kmigrate] home`` of the Airflow
+    configuration, else the Variable ``kmigrate_home`` (docs/operations.md, "Where state lives").
+    A DAG run's report is its merged one, and pages link the other reports of their DAG run."""
+    home = resolve_home(airflow_home_lookups(conf, Variable)).path
+    return ReportStore(default_report_root(home), dag_run_report_id=run_id_for, page_href=page_href)
 
 
 def reports_app() -> FastAPI:

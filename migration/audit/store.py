@@ -53,13 +53,15 @@ def project_root() -> Path:
     return Path(env) if env else Path.cwd()
 
 
-def default_report_root() -> Path:
-    """``$KMIGRATE_REPORT_ROOT``, else ``<out dir>/reports`` (``$KMIGRATE_OUT``, else
-    ``<project root>/out``)."""
-    from migration.settings import out_dir
+def default_report_root(home: Path | None = None) -> Path:
+    """``$KMIGRATE_REPORT_ROOT``, else ``<home>/reports``: ``home``, by default the one
+    ``migration.settings`` resolves (docs/operations.md, "Where state lives")."""
+    from migration.settings import home as default_home
 
     env = os.environ.get(ENV_REPORT_ROOT)
-    return Path(env) if env else out_dir() / "reports"
+    if env:
+        return Path(env)
+    return (home if home is not None else default_home()) / "reports"
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -5,8 +5,13 @@ cannot disagree."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
 from rich import box
 from rich.console import Console
+from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
 from migration.audit.html import fmt_bytes, fmt_seconds, run_formats
@@ -49,8 +54,41 @@ def _row(label: str, t: Totals) -> list[str]:
     ]
 
 
-def summary_table(report: RunReport) -> Table:
-    """Per broker: units ok/failed/refused/skipped, bytes and records before/after; a total row."""
+@dataclass(frozen=True)
+class _Column:
+    name: str
+    value: Callable[[Totals], int]
+    is_bytes: bool = False
+    optional: bool = False  # shown only when a row holds something other than 0
+
+
+_TABLE_COLUMNS = (
+    _Column("units", lambda t: t.units),
+    _Column("ok", lambda t: t.units_ok),
+    _Column("failed", lambda t: t.units_failed),
+    _Column("refused", lambda t: t.units_refused, optional=True),
+    _Column("skipped", lambda t: t.units_skipped, optional=True),
+    _Column("ineligible", lambda t: t.units_ineligible, optional=True),
+    _Column("planned", lambda t: t.units_planned, optional=True),
+    _Column("bytes before", lambda t: t.bytes_before, is_bytes=True),
+    _Column("bytes after", lambda t: t.bytes_after, is_bytes=True),
+    _Column("records before", lambda t: t.records_before),
+    _Column("records after", lambda t: t.records_after),
+)
+# What goes first when the table is wider than the terminal: the "before" figures (the
+# report keeps them), then the rarer counts. Broker, units, ok, failed and records after stay:
+# they are the verdict (docs/operations.md, "Reading a run's summary").
+_DROP_ORDER = ("bytes before", "records before", "planned", "ineligible", "skipped", "refused", "bytes after")
+
+
+@dataclass
+class _Layout:
+    columns: list[_Column]
+    human_bytes: bool = False
+    dropped: list[str] = field(default_factory=list)
+
+
+def _build_table(report: RunReport, layout: _Layout) -> Table:
     status = report.status
     table = Table(
         title=f"kmigrate {report.kind} {report.run_id}: {status.value} (exit {report.exit_code()})",
@@ -61,29 +99,70 @@ def summary_table(report: RunReport) -> Table:
         collapse_padding=True,
         padding=(0, 1, 0, 0),
     )
-    total = _row("total", report.totals)
-    rows = [(_row(str(b.broker_id), b.totals), b.totals) for b in report.brokers]
-    for i, name in enumerate(_COLUMNS):
+
+    def cells(label: str, t: Totals) -> list[str]:
+        return [label, *((fmt_bytes(c.value(t)) if c.is_bytes and layout.human_bytes else f"{c.value(t):,}")
+                         for c in layout.columns)]
+
+    total = cells("total", report.totals)
+    rows = [(cells(str(b.broker_id), b.totals), b.totals) for b in report.brokers]
+    for i, name in enumerate(["broker", *(c.name for c in layout.columns)]):
         # A narrow terminal may wrap headers, never truncate a number into "42,0…".
         width = max(len(w) for w in [*name.split(), *(r[i] for r in [total, *(r for r, _ in rows)])])
         table.add_column(
-            name.replace(" ", "\n"), footer=total[i], justify="left" if i == 0 else "right", min_width=width
+            name.replace(" ", "\n"), footer=total[i], justify="left" if i == 0 else "right", min_width=width,
+            no_wrap=i > 0,
         )
-    for cells, t in rows:
-        table.add_row(*cells, style="red" if t.units_failed or t.units_refused else None)
+    for row, t in rows:
+        table.add_row(*row, style="red" if t.units_failed or t.units_refused else None)
     return table
+
+
+def _layout(report: RunReport, width: int | None) -> _Layout:
+    """The columns that fit ``width`` (None: all of them), following ``_DROP_ORDER``."""
+    every = [report.totals, *(b.totals for b in report.brokers)]
+    layout = _Layout([c for c in _TABLE_COLUMNS if not c.optional or any(c.value(t) for t in every)])
+    if width is None:
+        return layout
+    measure = Console(width=10_000, color_system=None)
+
+    def fits() -> bool:
+        return Measurement.get(measure, measure.options, _build_table(report, layout)).minimum <= width
+
+    if fits():
+        return layout
+    layout.human_bytes = True  # "1.2 GiB" is narrower than "1,234,567,890"
+    for name in _DROP_ORDER:
+        if fits():
+            break
+        if any(c.name == name for c in layout.columns):
+            layout.columns = [c for c in layout.columns if c.name != name]
+            layout.dropped.append(name)
+    return layout
+
+
+def summary_table(report: RunReport, width: int | None = None) -> Table:
+    """Per broker: units ok/failed (refused/skipped/ineligible/planned when any), bytes and
+    records before/after; a total row. With ``width`` (a terminal's), the columns that fit."""
+    return _build_table(report, _layout(report, width))
 
 
 def print_summary(report: RunReport, console: Console | None = None) -> None:
     console = console or Console()
-    console.print(summary_table(report))
-    console.print(_figures_line(report), markup=False, highlight=False)
+    layout = _layout(report, console.width)
+    console.print(_build_table(report, layout))
+    if layout.dropped:
+        console.print(f"(left out to fit {console.width} columns: {', '.join(layout.dropped)}; "
+                      f"'kmigrate report {report.run_id} --format text' shows every column)",
+                      markup=False, highlight=False, style="dim")
+    console.print(_figures_line(report), markup=False, highlight=False, soft_wrap=True)
     for line, clean in _steps(report):
         console.print(line, style=None if clean else "red", markup=False, highlight=False, soft_wrap=True)
     for line in _repair_lines(report):
         console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
     for line in _problem_lines(report):
-        console.print(line, style="red", markup=False, highlight=False)
+        # soft wrap: a path broken by the console could not be copied back into a shell
+        console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
 
 
 # Unit warnings that say the run repaired something beyond its plain job: always shown.
@@ -170,6 +249,7 @@ def render_text(report: RunReport) -> str:
 
 def print_inventory(inv: Inventory, console: Console) -> None:
     """The inventory of log dirs as a person reads it: one table of partitions per log dir."""
+    inexact = False
     for d in inv.log_dirs:
         flags = []
         if d.locked:
@@ -177,12 +257,17 @@ def print_inventory(inv: Inventory, console: Console) -> None:
         flags.append("clean shutdown" if d.clean_shutdown else "[yellow]unclean shutdown[/yellow]")
         if d.bootstrap_checkpoint:
             flags.append("bootstrap.checkpoint")
-        console.print(f"[bold]{d.path}[/bold] node {d.node_id} cluster {d.cluster_id}: {', '.join(flags)}")
+        if d.meta is None:
+            who = f"[yellow]meta.properties unreadable: {escape(d.meta_error)}[/yellow]" if d.meta_error \
+                else "no meta.properties"
+        else:
+            who = f"node {_or_dash(d.node_id)} cluster {escape(_or_dash(d.cluster_id))}"
+        console.print(f"[bold]{escape(d.path)}[/bold] {who}: {', '.join(flags)}", highlight=False, soft_wrap=True)
         if d.partitions:
             t = Table(show_edge=False, pad_edge=False)
             for col in ("partition", "topic id", "segments", "bytes", "records", "formats", "codecs", "snapshots",
                         "max timestamp"):
-                t.add_column(col)
+                t.add_column(col, overflow="fold")
             for p in d.partitions:
                 fmts: dict[str, int] = {}
                 codecs: dict[str, int] = {}
@@ -198,11 +283,23 @@ def print_inventory(inv: Inventory, console: Console) -> None:
                         records += s.stats.records
                         exact &= s.stats.records_exact
                         max_ts = max(max_ts, s.stats.max_timestamp)
-                t.add_row(p.name, p.topic_id or "-", str(len(p.segments)), str(p.size),
-                          f"{records}{'' if exact else '+'}", ",".join(sorted(fmts)), ",".join(sorted(codecs)),
-                          str(len(p.producer_snapshots)), str(max_ts))
+                inexact |= not exact
+                t.add_row(escape(p.name), p.topic_id or "-", str(len(p.segments)), str(p.size),
+                          f"{records}{'' if exact else '+'}", ",".join(sorted(fmts)) or "-",
+                          ",".join(sorted(codecs)) or "-", str(len(p.producer_snapshots)),
+                          str(max_ts) if max_ts >= 0 else "-")
             console.print(t)
+        elif d.metadata_log is None:
+            console.print("  no partitions", highlight=False)
         if d.metadata_log:
-            console.print(f"  metadata log {d.metadata_log.path}: checkpoints "
-                          f"{[c.file for c in d.metadata_log.checkpoints]}, "
-                          f"{len(d.metadata_log.segments)} segment(s)")
+            checkpoints = ", ".join(c.file for c in d.metadata_log.checkpoints) or "none"
+            n = len(d.metadata_log.segments)
+            console.print(f"  metadata log {d.metadata_log.path}: {n} segment{'' if n == 1 else 's'}, "
+                          f"snapshots {checkpoints}", markup=False, highlight=False, soft_wrap=True)
+    if inexact:
+        console.print("records: N+ counts at least N (compressed legacy wrappers were not opened; --deep counts "
+                      "every record)", markup=False, highlight=False, soft_wrap=True, style="dim")
+
+
+def _or_dash(value: object) -> str:
+    return "-" if value is None else str(value)

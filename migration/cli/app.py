@@ -16,9 +16,20 @@ import typer
 from migration import __version__
 from migration.audit.text import print_inventory
 from migration.cli import report, tier, unify, upgrade
-from migration.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, console, err_console
+from migration.cli.common import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_USAGE,
+    KmigrateGroup,
+    check_paths,
+    console,
+    err_console,
+    usage_error,
+)
+from migration.logdir.paths import Need
 
 app = typer.Typer(
+    cls=KmigrateGroup,
     name="kmigrate",
     help="Offline, crash-safe migrations of Apache Kafka on-disk data, with proof.",
     no_args_is_help=True,
@@ -37,8 +48,22 @@ def _version(value: bool) -> None:
 def _main(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
+    home: Annotated[Path | None, typer.Option(
+        "--home", help="Where runs, journals, reports, lock records and the session store live (default: "
+        "$KMIGRATE_HOME, else $XDG_STATE_HOME/kmigrate, i.e. ~/.local/state/kmigrate); see docs/operations.md.",
+        show_default=False)] = None,
 ) -> None:
-    pass
+    from migration.settings import HomeError, resolve_home, use_home
+
+    try:
+        # --home is exported as KMIGRATE_HOME: Spark, spark-submit and airflow started from here see it.
+        found = use_home(home, "--home") if home is not None else resolve_home()
+    except HomeError:
+        return  # told by the commands that need a home (cli/common.py say_home)
+    if found.path.exists() and not found.path.is_dir():
+        err_console.print(f"kmigrate: {found.describe()} is not a directory", markup=False, highlight=False,
+                          soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE)
 
 
 @app.command()
@@ -136,16 +161,26 @@ def inspect(
 
 @app.command()
 def validate(
-    paths: Annotated[list[Path], typer.Argument(help="Log dirs, partition dirs or files.", exists=True)],
-    as_json: Annotated[bool, typer.Option("--json", help="Findings as JSON.")] = False,
+    paths: Annotated[list[Path], typer.Argument(help="Log dirs, partition dirs or files.", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="Findings and counts as one JSON document.")] = False,
     shallow: Annotated[bool, typer.Option("--shallow", help="Check batch CRCs and framing only, "
                                                             "not every record.")] = False,
 ) -> None:
     """Check CRCs, offsets, indexes, time indexes, snapshots, checkpoints and leftovers.
-    Exit 1 with findings naming file and position, 0 when clean."""
+
+    Exit 1 with findings naming file and position, 0 when clean, 2 when given something else
+    (a directory of log dirs, an empty directory) or nothing it can check."""
     from migration.logdir.validation import validate_paths
 
+    check_paths("validate", paths, Need.KAFKA_PATH)
     res = validate_paths(list(paths), deep=not shallow)
+    if res.files_checked == 0 and not res.problems:
+        # Zero files checked is no evidence of anything: never "clean".
+        skipped = [f.path for f in res.findings if f.code == "skipped"]
+        raise usage_error("validate", "nothing to check: " + (
+            f"{', '.join(map(str, skipped))}: not a kind of file the validator knows (.log, .index, .timeindex, "
+            ".txnindex, .snapshot, .checkpoint, bootstrap.checkpoint)" if skipped
+            else "no Kafka file found in " + ", ".join(map(str, paths))))
     if as_json:
         print(res.model_dump_json(indent=1))
     else:
@@ -162,13 +197,16 @@ def validate(
 @app.command()
 def inventory(
     log_dirs: Annotated[list[Path], typer.Argument(help="Broker log dirs or a controller's metadata log dir.",
-                                                   exists=True, file_okay=False)],
+                                                   show_default=False)],
     deep: Annotated[bool, typer.Option("--deep", help="Decompress wrappers for exact record counts.")] = False,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The inventory as one JSON document.")] = False,
 ) -> None:
-    """Scan log dirs into an inventory: brokers, partitions, segments, formats, codecs."""
+    """Scan log dirs into an inventory: brokers, partitions, segments, formats, codecs.
+
+    Exit 2 when a path is not a log dir (a partition directory, a directory of log dirs)."""
     from migration.logdir.model import scan_inventory
 
+    check_paths("inventory", log_dirs, Need.LOG_DIR)
     inv = scan_inventory(list(log_dirs), deep=deep)
     if as_json:
         print(inv.model_dump_json(indent=1))
@@ -182,16 +220,18 @@ def sample_cluster(
     brokers: Annotated[int, typer.Option(min=1, max=50)] = 3,
     scale: Annotated[int, typer.Option(min=1, help="Multiply record counts (and segment sizes) for benchmarks.")] = 1,
     seed: Annotated[int, typer.Option()] = 7,
-    segment_bytes: Annotated[int | None, typer.Option(help="Roll segments at this size.")] = None,
+    segment_bytes: Annotated[int | None, typer.Option(min=14, help="Roll segments at this size (Kafka's "
+                                                               "segment.bytes, at least 14).")] = None,
 ) -> None:
     """Build a realistic legacy cluster (0.9/0.10/2.x data, a KRaft controller) for demos."""
     from migration.demo.sample_cluster import build_sample_cluster
 
+    if out.exists() and not out.is_dir():
+        raise usage_error("sample-cluster", f"{out} is a file: pass an empty or new directory")
     try:
         sc = build_sample_cluster(out, brokers=brokers, scale=scale, seed=seed, segment_bytes=segment_bytes)
     except FileExistsError as exc:
-        err_console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(EXIT_USAGE) from None
+        raise usage_error("sample-cluster", f"{exc}: pass an empty or new directory") from None
     console.print(f"sample cluster in {sc.root}: {len(sc.broker_log_dirs)} brokers, controller "
                   f"{sc.controller_dir}, {sum(sc.records.values())} records; description {sc.description_path}")
 

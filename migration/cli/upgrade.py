@@ -13,7 +13,9 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from migration.cli.progress import unit_progress
+from migration.cli.common import ENGINE_HELP, EngineName, check_paths, check_run_id
+from migration.cli.progress import engine_progress
+from migration.logdir.paths import Need
 
 console = Console()
 
@@ -21,11 +23,6 @@ console = Console()
 class Target(StrEnum):
     V1 = "v1"
     V2 = "v2"
-
-
-class EngineName(StrEnum):
-    SPARK = "spark"
-    INLINE = "inline"
 
 
 def _show(report: Any) -> None:
@@ -45,22 +42,23 @@ def _show(report: Any) -> None:
 
 
 def upgrade(
-    log_dirs: Annotated[list[Path], typer.Argument(help="Broker log dirs (stopped broker).", exists=True,
-                                                   file_okay=False)],
+    log_dirs: Annotated[list[Path], typer.Argument(help="Broker log dirs (stopped broker).", show_default=False)],
     to: Annotated[Target, typer.Option("--to", help="Target message format.")],
-    engine: Annotated[EngineName, typer.Option(help="Where units run.")] = EngineName.SPARK,
+    engine: Annotated[EngineName, typer.Option("--engine", help=ENGINE_HELP)] = EngineName.SPARK,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan only: units, bytes, expected growth.")] = False,
     backup_root: Annotated[Path | None, typer.Option(help="Where originals are kept (outside every log dir).")
                            ] = None,
     stamp_v0_with_mtime: Annotated[bool, typer.Option(
         "--stamp-v0-with-mtime", help="Give v0 messages the segment mtime as LogAppendTime (default: -1).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Proceed after an unclean shutdown.")] = False,
-    master: Annotated[str | None, typer.Option(help="Spark master (default local).")] = None,
+    master: Annotated[str | None, typer.Option(help="Spark master (default local[*]).")] = None,
     run_id: Annotated[str | None, typer.Option(help="Run id; an existing one resumes that run.")] = None,
-    segment_bytes: Annotated[int, typer.Option(help="segment.bytes: split rewritten segments above it.")
+    # Kafka's own lower bounds (LogConfig: segment.bytes at least LegacyRecord.RECORD_OVERHEAD_V0,
+    # max.message.bytes at least 0).
+    segment_bytes: Annotated[int, typer.Option(min=14, help="segment.bytes: split rewritten segments above it.")
                              ] = 1 << 30,
-    max_message_bytes: Annotated[int, typer.Option(help="max.message.bytes: split larger converted batches.")
-                                 ] = 1048588,
+    max_message_bytes: Annotated[int, typer.Option(min=0, help="max.message.bytes: split larger converted "
+                                                   "batches.")] = 1048588,
     exclude_topic: Annotated[list[str] | None, typer.Option(
         "--exclude-topic", help="A topic to leave alone (reported ineligible, never a failure); repeatable.")
                              ] = None,
@@ -69,13 +67,18 @@ def upgrade(
         "start offset (leader-epoch-checkpoint and rewritten batches), so tiered storage can take it; rollback "
         "restores the checkpoint.")] = False,
 ) -> None:
-    """Upgrade segments to message format v1 or v2, crash-safely, with backups and proof."""
+    """Upgrade segments to message format v1 or v2, crash-safely, with backups and proof.
+
+    Exit 0 ok, 1 a unit failed, 2 when a path is not a broker log dir (nothing is written), 3
+    refused."""
     from migration.audit.model import RunKind, new_run_id
     from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, resume_command
 
     if assign_leader_epoch and to is not Target.V2:
         raise typer.BadParameter("needs --to v2: only v2 batches carry a partition leader epoch",
                                  param_hint="--assign-leader-epoch")
+    check_paths("upgrade", log_dirs, Need.BROKER_LOG_DIR)
+    check_run_id("upgrade", run_id)
     run_id = run_id or new_run_id(RunKind.UPGRADE)
     if not dry_run:
         # said first, so that an operator whose run is killed knows what to type next
@@ -88,7 +91,8 @@ def upgrade(
                              segment_bytes=segment_bytes, max_message_bytes=max_message_bytes,
                              assign_leader_epoch=assign_leader_epoch,
                              excluded_topics=dict.fromkeys(exclude_topic or [], "excluded with --exclude-topic"))
-    with unit_progress("upgrade", console) as progress:
+    with engine_progress("upgrade", console, engine=engine.value, run_id=run_id,
+                         notes=Console(stderr=True)) as progress:
         report = execute_upgrade([str(d) for d in log_dirs], options=options, engine=engine.value,
                                  run_id=run_id, master=master if engine is EngineName.SPARK else None,
                                  progress=progress)
@@ -97,19 +101,26 @@ def upgrade(
 
 def rollback(run_id: Annotated[str, typer.Argument(help="The upgrade run to undo.")],
              backup_root: Annotated[Path | None, typer.Option(
-                 help="Where the run kept its originals, when its run directory is lost (default: the "
-                      "default backup root).")] = None) -> None:
+                 help="Where the run kept its originals, when its run directory is lost (default: the root "
+                      "its report names, else the default backup root).")] = None) -> None:
     """Restore the originals of an upgrade run (byte for byte, mtimes too), whatever state the
     log dirs are in: finished, interrupted, or loaded by Kafka since."""
+    from migration.cli.common import say_home, upgrade_run_backup_root
     from migration.migrations.upgrade.driver import rollback_run
 
-    _show(rollback_run(run_id, backup_root=str(backup_root) if backup_root else None))
+    say_home("rollback")
+    # An unknown run id is a usage error (2), checked before anything is written.
+    root = upgrade_run_backup_root("rollback", run_id, backup_root=backup_root, from_backups=True)
+    _show(rollback_run(run_id, backup_root=root))
 
 
 def commit(run_id: Annotated[str, typer.Argument(help="The upgrade run to make final.")]) -> None:
     """Drop the backups of an upgrade run (no rollback afterwards)."""
+    from migration.cli.common import say_home, upgrade_run_backup_root
     from migration.migrations.upgrade.driver import commit_run
 
+    say_home("commit")
+    upgrade_run_backup_root("commit", run_id)
     _show(commit_run(run_id))
 
 

@@ -1,6 +1,7 @@
 """``make demo``: the whole pipeline on embedded defaults.
 
-1. build the sample legacy cluster (3 brokers, a KRaft controller) under out/demo/;
+1. build the sample legacy cluster (3 brokers, a KRaft controller) under out/demo/, the demo's
+   own kmigrate home (runs, reports, backups, sessions; printed first and last);
 2. print its inventory and validation;
 3. run the DAG ``message_format_upgrade`` with ``airflow dags test`` (canary broker 1,
    target v2, leader epoch 0 assigned to data written before KIP-101, dry_run false, automatic
@@ -30,7 +31,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.rule import Rule
 
-from migration.settings import out_dir, project_root
+from migration.settings import (
+    ENV_BACKUP_ROOT,
+    ENV_HOME,
+    ENV_REPORT_ROOT,
+    ENV_SESSIONS_URL,
+    home,
+    project_root,
+    use_home,
+)
 
 console = Console(width=max(120, shutil.get_terminal_size((120, 40)).columns))
 
@@ -54,7 +63,7 @@ def airflow_env(cluster: Path, s3_endpoint: str | None = None) -> dict[str, str]
     env.setdefault("AIRFLOW_HOME", str(root / ".airflow"))
     env.setdefault("AIRFLOW_CONFIG", str(root / "airflow.cfg"))
     env["KMIGRATE_PROJECT_ROOT"] = str(root)
-    env["KMIGRATE_OUT"] = str(out_dir())
+    env[ENV_HOME] = str(home())
     env["KMIGRATE_CLUSTER"] = str(cluster)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYSPARK_PYTHON"] = sys.executable
@@ -104,7 +113,7 @@ def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path, label:
                               f"{' (full rescan)' if s.full_rescan else ''}", highlight=False)
             print_summary(report, console)
             merged = report.run_id == run_id_for(run_id) or bool(report.steps)
-            console.print(f"  {'DAG run report' if merged else 'report (no merged report: the newest step)'}: "
+            console.print(f"  {'DAG run report' if merged else 'DAG run report (its one step)'}: "
                           f"{store.html_path(report.run_id)} (JSON: {store.json_path(report.run_id)})",
                           highlight=False, soft_wrap=True)
     verdict = "no report"
@@ -121,12 +130,15 @@ def main() -> int:
     from migration.logdir.model import scan_inventory
     from migration.logdir.validation import validate_paths
 
-    demo = out_dir() / "demo"
+    # The demo's own home, never the operator's (it is wiped first): everything the demo writes
+    # (runs, reports, backups, sessions) stays under out/demo, whatever KMIGRATE_HOME says.
+    demo = project_root() / "out" / "demo"
     if demo.exists():
         shutil.rmtree(demo)
     demo.mkdir(parents=True)
-    # Everything the demo writes (runs, reports, backups, sessions) stays under out/demo.
-    os.environ["KMIGRATE_OUT"] = str(demo)
+    console.print(use_home(demo, "the demo's own home").describe(), highlight=False, soft_wrap=True)
+    for moved in (ENV_REPORT_ROOT, ENV_BACKUP_ROOT, ENV_SESSIONS_URL):
+        os.environ.pop(moved, None)
     logs = demo / "logs"
     logs.mkdir()
     failures: list[str] = []
@@ -173,8 +185,10 @@ def main() -> int:
     for s in store.list_runs():
         console.print(f"{s.run_id:52} {s.kind:16} exit {s.exit_code}  {store.run_dir(s.run_id)}/report.html",
                       highlight=False)
-    console.print(f"{len(store.list_runs())} reports (JSON and HTML) under {store.root}; also: kmigrate report "
-                  "--list, and the 'Migration report' tab of each DAG run in the Airflow UI")
+    console.print(f"{len(store.list_runs())} reports (JSON and HTML) under {store.root}; also: kmigrate --home "
+                  f"{demo} report --list, and the 'Migration report' tab of each DAG run in the Airflow UI of "
+                  f"an api-server that reads this home: KMIGRATE_HOME={demo} airflow api-server (or [kmigrate] "
+                  "home in airflow.cfg; docs/operations.md)", highlight=False, soft_wrap=True)
     console.print(Rule("7. Verdicts, one line per DAG run"))
     for name, state, verdict in VERDICTS:
         color = "green" if state == "success" and "report ok" in verdict else "red"

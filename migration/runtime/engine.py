@@ -17,6 +17,7 @@ bad segment does not stop the others.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -24,12 +25,14 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
 from migration.runtime.faults import unit_scope
+from migration.settings import apply_state_env, state_env
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +93,13 @@ def execute_unit(unit: Unit | dict[str, Any], options: dict[str, Any], functions
     return result
 
 
-def _execute_group_json(units_json: list[str], options_json: str, functions: UnitFunctions) -> list[str]:
-    """One Spark task: its units in order (one partition's segments, for instance)."""
+def _execute_group_json(units_json: list[str], options_json: str, functions: UnitFunctions,
+                        state: dict[str, str] | None = None) -> list[str]:
+    """One Spark task: its units in order (one partition's segments, for instance). ``state``:
+    the driver's home (``settings.state_env``): an executor is another process, maybe on another
+    host, and a reused Python worker may have served a job of another home before."""
+    if state is not None:
+        apply_state_env(state)
     options = json.loads(options_json)
     return [json.dumps(execute_unit(json.loads(u), options, functions), default=str) for u in units_json]
 
@@ -104,7 +112,28 @@ SPARK_SETTINGS: dict[str, str] = {
     "spark.task.maxFailures": "2",
     "spark.python.worker.reuse": "true",
     "spark.sql.shuffle.partitions": "4",
+    # Spark's own stage bar would interleave with kmigrate's progress (the CLI's bar, the
+    # "kmigrate progress" lines of a submitted job's log).
+    "spark.ui.showConsoleProgress": "false",
 }
+
+# Where a Spark session started by this process sends Spark's own output (see spark_log_file).
+_spark_log: Path | None = None
+
+
+@contextlib.contextmanager
+def spark_log_file(path: str | os.PathLike[str] | None) -> Iterator[None]:
+    """While active, a Spark session that this process starts writes Spark's own output, its
+    log4j lines (WARN and INFO) and anything else the JVM or its Python workers print, to
+    ``path`` (appended) instead of this process's stderr, so a person at a terminal reads
+    kmigrate's output only (docs/operations.md, "Engines"). ``None``: no change."""
+    global _spark_log
+    before = _spark_log
+    _spark_log = Path(path) if path is not None else before
+    try:
+        yield
+    finally:
+        _spark_log = before
 
 
 class Progress(Protocol):
@@ -144,7 +173,23 @@ def spark_session(master: str | None = None, app_name: str = "kmigrate"):  # noq
     builder = builder.appName(app_name)
     for key, value in SPARK_SETTINGS.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    if _spark_log is None:
+        return builder.getOrCreate()
+    # The JVM is a child process that inherits stderr at launch: pointing descriptor 2 at the
+    # log file for the launch only makes the file the JVM's stderr for good (log4j's console
+    # appender writes there, and so do the Python workers it forks), while this process gets
+    # its own stderr back.
+    _spark_log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    log_fd = os.open(_spark_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    saved = os.dup(2)
+    try:
+        os.dup2(log_fd, 2)
+        return builder.getOrCreate()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log_fd)
 
 
 def _python() -> str:
@@ -170,6 +215,7 @@ class SparkEngine:
         spark = self._spark or spark_session(self.master)
         sc = spark.sparkContext
         opts = json.dumps(options, default=str)
+        state = state_env()
         groups = serial_groups(units)
         payload = [[units[i].model_dump_json() for i in g] for g in groups]
         group = f"kmigrate-{os.getpid()}-{time.monotonic_ns()}"
@@ -181,7 +227,7 @@ class SparkEngine:
         def collect() -> None:
             sc.setJobGroup(group, f"kmigrate: {len(units)} units in {len(payload)} tasks")
             try:
-                box["results"] = rdd.map(lambda us: _execute_group_json(us, opts, functions)).collect()
+                box["results"] = rdd.map(lambda us: _execute_group_json(us, opts, functions, state)).collect()
             except BaseException as exc:  # re-raised in the caller's thread
                 box["error"] = exc
 
@@ -189,18 +235,20 @@ class SparkEngine:
         worker.start()
         total_bytes = sum(u.size for u in units)
         last_done = -1
-        # Progress lines while the job runs: Airflow's SparkSubmitOperator streams them into
-        # the task log, and the CLI turns them into its progress bar.
+        # Progress while the job runs: a caller's callback (the CLI's live bar) is polled often;
+        # without one, lines for Airflow's SparkSubmitOperator to stream into the task log.
+        poll = min(self.progress_interval, 0.5) if progress else self.progress_interval
         while worker.is_alive():
-            worker.join(self.progress_interval)
+            worker.join(poll)
             done = _completed_tasks(sc, group)
             if done != last_done:
                 last_done = done
                 log.info("progress: %d/%d tasks done (%d units, %d bytes planned)", done, len(payload),
                          len(units), total_bytes)
-                print(f"kmigrate progress: {done}/{len(payload)} tasks", file=sys.stderr, flush=True)
                 if progress:
                     progress(done, len(payload), {})
+                else:
+                    print(f"kmigrate progress: {done}/{len(payload)} tasks", file=sys.stderr, flush=True)
         if "error" in box:
             raise box["error"]
         by_index: dict[int, dict[str, Any]] = {}

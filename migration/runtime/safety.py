@@ -4,7 +4,8 @@
   change nothing, exit 3.
 - No ``.kafka_cleanshutdown`` marker: the last shutdown was unclean, so segments above the
   recovery point may hold a truncated tail Kafka would cut at startup: refuse unless forced.
-- The backup root must lie outside every log dir.
+- The backup root must lie outside every log dir; on another file system than a log dir, the
+  run says that its backups of that log dir are copies.
 - A run that was killed while it held a log dir (its lock record is there, the lock is free)
   is named with the commands that resume it or roll it back; when it left work in flight
   (an upgrade), nothing but that resume or rollback may touch the log dir.
@@ -25,7 +26,7 @@ from pydantic import BaseModel
 from migration.formats import names
 from migration.logdir.model import LockHolder, LogDirLock, lock_status
 from migration.runtime.runs import IN_FLIGHT_STATES, journal_states
-from migration.settings import is_inside, runs_dir
+from migration.settings import device_of, is_inside, runs_dir
 
 
 class Refused(Exception):
@@ -86,10 +87,22 @@ def check_clean_shutdown(log_dirs: list[str | os.PathLike[str]], *, force: bool 
     return [f"{d}: unclean shutdown, proceeding because forced" for d in unclean]
 
 
-def check_backup_root(backup_root: str | os.PathLike[str], log_dirs: list[str | os.PathLike[str]]) -> None:
+def check_backup_root(backup_root: str | os.PathLike[str], log_dirs: list[str | os.PathLike[str]]) -> list[str]:
+    """Refuse a backup root inside a log dir (Kafka would refuse to start) or one that cannot be
+    created. Returns a warning per log dir on another file system than the root: its originals
+    are copied, not hard-linked (docs/operations.md, "Backups")."""
     for d in log_dirs:
         if is_inside(backup_root, d):
             raise Refused(f"backup root {backup_root} lies inside log dir {d}: Kafka would refuse to start")
+    root = Path(backup_root)
+    existing = next((p for p in (root, *root.parents) if p.exists()), None)
+    if existing is None or not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise Refused(f"backup root {backup_root} cannot be created ({existing} is not a writable directory): "
+                      "pass --backup-root")
+    root_device = device_of(root)
+    return [f"{d}: backups are copies, not hard links (slower, and as much space again): backup root "
+            f"{backup_root} is on another file system; a --backup-root on the log dir's file system, outside it, "
+            "links them" for d in log_dirs if device_of(d) != root_device]
 
 
 @contextlib.contextmanager

@@ -76,7 +76,7 @@ from migration.sessions.schema import lease_table, metadata, partition_table, se
 
 PROJECT_ROOT_ENV = "KMIGRATE_PROJECT_ROOT"
 STORE_URL_ENV = "KMIGRATE_SESSIONS_URL"
-DEFAULT_STATE_SUBDIR = Path("out") / "state"
+DEFAULT_STATE_SUBDIR = Path("state")  # under the home
 DEFAULT_DB_NAME = "sessions.sqlite"
 
 
@@ -85,15 +85,14 @@ class _LeaseRaceError(Exception):
 
 
 def default_store_url() -> str:
-    """``$KMIGRATE_SESSIONS_URL`` if set, else SQLite at ``<out dir>/state/sessions.sqlite``
-    (``$KMIGRATE_OUT``, else ``<project root>/out``, the root from ``$KMIGRATE_PROJECT_ROOT``
-    or the current directory)."""
-    from migration.settings import out_dir
+    """``$KMIGRATE_SESSIONS_URL`` if set, else SQLite at ``<home>/state/sessions.sqlite`` (the
+    home of ``migration.settings``: docs/operations.md, "Where state lives")."""
+    from migration.settings import home
 
     configured = os.environ.get(STORE_URL_ENV)
     if configured:
         return configured
-    return f"sqlite:///{(out_dir() / 'state' / DEFAULT_DB_NAME).resolve()}"
+    return f"sqlite:///{(home() / DEFAULT_STATE_SUBDIR / DEFAULT_DB_NAME).resolve()}"
 
 
 def _utc_now() -> datetime:

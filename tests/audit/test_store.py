@@ -26,12 +26,17 @@ class _MemorySink:
 
 
 def test_default_root_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("KMIGRATE_REPORT_ROOT", raising=False)
-    monkeypatch.setenv("KMIGRATE_PROJECT_ROOT", str(tmp_path))
-    assert default_report_root() == tmp_path / "out" / "reports"
-    monkeypatch.delenv("KMIGRATE_PROJECT_ROOT")
+    """``<home>/reports``, the home never the working directory (docs/operations.md, "Where state
+    lives"); ``$KMIGRATE_REPORT_ROOT`` moves it."""
+    for name in ("KMIGRATE_REPORT_ROOT", "KMIGRATE_HOME", "KMIGRATE_OUT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KMIGRATE_HOME", str(tmp_path / "home"))
+    assert default_report_root() == tmp_path / "home" / "reports"
+    monkeypatch.delenv("KMIGRATE_HOME")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
     monkeypatch.chdir(tmp_path)
-    assert default_report_root() == Path.cwd() / "out" / "reports"
+    assert default_report_root() == tmp_path / "xdg" / "kmigrate" / "reports"
+    assert default_report_root(tmp_path / "given") == tmp_path / "given" / "reports"
     monkeypatch.setenv("KMIGRATE_REPORT_ROOT", str(tmp_path / "elsewhere"))
     assert ReportStore().root == tmp_path / "elsewhere"
 

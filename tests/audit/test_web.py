@@ -161,9 +161,9 @@ def test_corrupt_report_not_served(store: ReportStore, client: TestClient) -> No
 
 def test_default_store_reads_env_per_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_report) -> None:
     app = create_app()
-    monkeypatch.setenv("KMIGRATE_PROJECT_ROOT", str(tmp_path))
+    monkeypatch.setenv("KMIGRATE_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("KMIGRATE_REPORT_ROOT", raising=False)
-    ReportStore(tmp_path / "out" / "reports").save(make_report())
+    ReportStore(tmp_path / "home" / "reports").save(make_report())
     r = TestClient(app).get("/runs.json")
     assert [x["run_id"] for x in r.json()] == ["upgrade-20250301T120000Z-abcdef01"]
 

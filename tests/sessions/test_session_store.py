@@ -706,19 +706,22 @@ def test_ten_thousand_clean_partitions_plan_quickly(store_url: str) -> None:
 # -- configuration ---------------------------------------------------------------------------
 
 
-def test_default_url_is_under_the_project_state_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(store_module.STORE_URL_ENV, raising=False)
-    monkeypatch.setenv("KMIGRATE_PROJECT_ROOT", str(tmp_path / "proj"))
+def test_default_url_is_under_the_home_state_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (store_module.STORE_URL_ENV, "KMIGRATE_HOME", "KMIGRATE_OUT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KMIGRATE_HOME", str(tmp_path / "home"))
     store = SessionStore()
-    expected = tmp_path / "proj" / "out" / "state" / "sessions.sqlite"
+    expected = tmp_path / "home" / "state" / "sessions.sqlite"
     assert store.url == f"sqlite:///{expected.resolve()}"
     run(store, fleet(1), None)
     assert expected.is_file()
     store.close()
-    monkeypatch.delenv("KMIGRATE_PROJECT_ROOT")
-    monkeypatch.chdir(tmp_path)
-    assert store_module.default_store_url().endswith("/out/state/sessions.sqlite")
-    assert store_module.default_store_url().startswith(f"sqlite:///{tmp_path.resolve()}")
+    # Without a home set: the XDG state directory, wherever the process runs from.
+    monkeypatch.delenv("KMIGRATE_HOME")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(tmp_path / "home")
+    assert store_module.default_store_url() == f"sqlite:///{(tmp_path / 'xdg' / 'kmigrate' / 'state').resolve()}" \
+        "/sessions.sqlite"
     monkeypatch.setenv(store_module.STORE_URL_ENV, "postgresql+psycopg://kmig@db/kmig")
     assert store_module.default_store_url() == "postgresql+psycopg://kmig@db/kmig"
 

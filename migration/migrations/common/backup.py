@@ -4,7 +4,10 @@ Layout: ``<backup root>/<run id>/files/<unit id>/<file name>``, one manifest per
 ``<backup root>/<run id>/manifests/<unit id>.json`` (units may run in parallel Spark tasks, so
 there is no shared file to race on) and, at finalize, ``backup-manifest.json`` joining them.
 Files are hard links where the filesystem allows (instant, no extra space: the replace only
-unlinks the log dir's name), copies otherwise; each entry records size, mtime and SHA-256.
+unlinks the log dir's name), copies otherwise; each entry records size, mtime and SHA-256 (and
+``linked``). The default root is on the log dirs' file system for that reason
+(``settings.default_backup_root``); a run whose root is on another one says its backups are
+copies (``runtime.safety.check_backup_root``).
 A unit's manifest also says where the unit lives (log dir, partition, offset range), so a
 rollback needs nothing else: not the run's journal, not even its run directory. Files a
 rollback finds in the way of the originals (data that is neither an original nor the run's

@@ -83,8 +83,10 @@ def _unit_id(broker_id: int, dir_index: int, topic: str, partition: int, base_of
     return f"b{broker_id}.d{dir_index}.{topic}-{partition}.{names.filename_prefix_from_offset(base_offset)}"
 
 
-def _backup_root(options: UpgradeOptions) -> str:
-    return str(Path(options.backup_root).resolve() if options.backup_root else default_backup_root())
+def _backup_root(options: UpgradeOptions, log_dirs: list[str]) -> str:
+    """``--backup-root``, else one on the log dirs' file system, so backups are hard links
+    (settings.default_backup_root; docs/operations.md, "Backups")."""
+    return str(Path(options.backup_root).resolve() if options.backup_root else default_backup_root(log_dirs))
 
 
 class _SegmentSurvey:
@@ -167,8 +169,8 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
     started = datetime.now().astimezone()
     warnings = check_not_live(dirs, run_id=run_id)
     warnings += check_clean_shutdown(dirs, force=options.force)
-    backup_root = _backup_root(options)
-    check_backup_root(backup_root, dirs)
+    backup_root = _backup_root(options, dirs)
+    warnings += check_backup_root(backup_root, dirs)  # log dirs whose backups are copies
     target = options.target_magic
     # A dry run is the plan: every record checked, growth estimated. A real run checks here
     # what Kafka's recovery checks (batch CRCs, framing, offsets, no decompression); each

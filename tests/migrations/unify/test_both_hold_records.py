@@ -27,8 +27,8 @@ def _dir(tmp_path: Path, kraft, *, same: bool) -> tuple[Path, bytes, bytes]:
 
 
 def _invoke(d: Path, tmp_path: Path, run_id: str, *extra: str):
-    return CliRunner().invoke(app, ["unify-bootstrap", str(d), "--backup-root", str(tmp_path / "backups"),
-                                    "--run-id", run_id, *extra])
+    return CliRunner().invoke(app, ["unify-bootstrap", str(d), "--engine", "inline", "--backup-root",
+                                    str(tmp_path / "backups"), "--run-id", run_id, *extra])
 
 
 def _says_kept_and_retired(text: str) -> bool:

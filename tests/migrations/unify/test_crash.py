@@ -27,8 +27,8 @@ def _cli(d: Path, backups: Path, tmp_path: Path, fault: str | None = None) -> su
     env.pop("KMIGRATE_FAULT_AT", None)
     if fault:
         env["KMIGRATE_FAULT_AT"] = fault
-    return subprocess.run([sys.executable, "-m", "migration", "unify-bootstrap", str(d), "--backup-root",
-                           str(backups)], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "migration", "unify-bootstrap", str(d), "--engine", "inline",
+                           "--backup-root", str(backups)], env=env, capture_output=True, text=True, timeout=60)
 
 
 def _inputs(kraft, dynamic: bool) -> tuple[bytes, bytes | None]:

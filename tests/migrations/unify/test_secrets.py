@@ -32,7 +32,7 @@ def test_no_scram_secret_in_any_output(tmp_path, kraft, caplog):
                  ["inspect", "--deep", "--json", str(d / kraft.METADATA_DIR / kraft.ZERO)],
                  ["validate", str(d)]):
         res = runner.invoke(app, [*args[:1], *args[1:]] if args[0] != "unify-bootstrap"
-                            else [*args, "--backup-root", str(tmp_path / "backups")])
+                            else [*args, "--engine", "inline", "--backup-root", str(tmp_path / "backups")])
         assert res.exit_code == 0, res.output
         outputs.append(res.output)
     assert "<redacted" in outputs[3]  # inspect shows that the fields exist, not what they hold

@@ -162,7 +162,8 @@ def test_mv_below_3_3_iv3_refused(tmp_path, kraft):
     values, _ = kraft.bootstrap_values(mv=6)  # 3.3-IV2
     d = kraft.make_metadata_dir(tmp_path / "ctl", boot=kraft.bootstrap(values))
     before = kraft.tree_digest(d)
-    res = CliRunner().invoke(app, ["unify-bootstrap", str(d), "--backup-root", str(tmp_path / "backups")])
+    res = CliRunner().invoke(app, ["unify-bootstrap", str(d), "--engine", "inline", "--backup-root",
+                                    str(tmp_path / "backups")])
     assert res.exit_code == 1, res.output
     assert "3.3-IV3" in res.output and "KAFKA-19192" in res.output
     assert kraft.tree_digest(d) == before
@@ -174,12 +175,14 @@ def test_truncated_bootstrap_refused_with_name_and_position(tmp_path, kraft):
     footer_at = len(boot) - len(kraft.control_batch([(kraft.SNAPSHOT_FOOTER, kraft.footer_value())], 5))
     d = kraft.make_metadata_dir(tmp_path / "ctl", boot=boot[:-7])
     before = kraft.tree_digest(d)
-    res = CliRunner().invoke(app, ["unify-bootstrap", str(d), "--json", "--backup-root", str(tmp_path / "b")])
+    res = CliRunner().invoke(app, ["unify-bootstrap", str(d), "--engine", "inline", "--json", "--backup-root",
+                                    str(tmp_path / "b")])
     assert res.exit_code == 1
     report = json.loads(res.stdout)
     (err,) = report["brokers"][0]["partitions"][0]["units"][0]["errors"]
     assert err["file"] == str(d / "bootstrap.checkpoint") and err["position"] == footer_at
-    res = CliRunner().invoke(app, ["unify-bootstrap", str(d), "--backup-root", str(tmp_path / "b")])
+    res = CliRunner().invoke(app, ["unify-bootstrap", str(d), "--engine", "inline", "--backup-root",
+                                    str(tmp_path / "b")])
     assert res.exit_code == 1 and f"bootstrap.checkpoint @ byte {footer_at}" in res.output
     assert kraft.tree_digest(d) == before
 
@@ -224,7 +227,8 @@ def test_live_controller_lock_refused_exit_3(tmp_path, kraft):
     holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(d / ".lock")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        res = CliRunner().invoke(app, ["unify-bootstrap", str(d), "--backup-root", str(tmp_path / "backups")])
+        res = CliRunner().invoke(app, ["unify-bootstrap", str(d), "--engine", "inline", "--backup-root",
+                                    str(tmp_path / "backups")])
         assert res.exit_code == 3, res.output
         assert "lock" in res.output
         # run_unit on its own (an engine retry, a DAG task) refuses as well
