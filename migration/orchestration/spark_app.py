@@ -15,13 +15,14 @@ import os
 import sys
 from pathlib import Path
 
-from migration.formats.fileio import atomic_write
 from migration.migrations import unify
 from migration.migrations.tier import driver as tier
 from migration.migrations.upgrade import driver as upgrade
 from migration.migrations.upgrade import preflight
-from migration.runtime.engine import Unit, get_engine
+from migration.runtime.documents import DocumentError, JobDocument, ResultsDocument
+from migration.runtime.engine import get_engine
 from migration.runtime.safety import Refused, RunLock, holding_locks
+from migration.settings import apply_state_env
 
 # every kind of unit a DAG's Spark job may run, by the migration that defines it
 UNIT_FUNCTIONS = {**upgrade.UNIT_FUNCTIONS, preflight.UNIT_KIND: preflight.run_validate_unit,
@@ -35,9 +36,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine", default="spark", choices=["spark", "inline"])
     args = ap.parse_args(argv)
 
-    job = json.loads(Path(args.job).read_text())
-    units = [Unit.model_validate(u) for u in job["units"]]
-    options = job.get("options", {})
+    try:
+        job = JobDocument.read(args.job)
+    except (OSError, DocumentError) as exc:
+        print(f"spark_app: {exc}", file=sys.stderr)
+        return 2
+    if job.state:
+        # The home of the run that wrote the job (runtime/runs.py), not whatever spark-submit's
+        # environment says: its lock records and journals must be the driver's.
+        apply_state_env(job.state)
+    units = job.units
+    options = job.options
     out = Path(args.results)
     lock_dirs = options.get("lock_log_dirs", [])
     run_lock = RunLock.model_validate(options["run_lock"]) if options.get("run_lock") else None
@@ -62,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _write(out: Path, results: list) -> None:
     # durable: a resume or finalize reads it after whatever happens to this host next
-    atomic_write(out, json.dumps({"results": results}, default=str).encode(), tmp_suffix=".tmp")
+    ResultsDocument(results=json.loads(json.dumps(results, default=str))).write(out)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""A run's working directory: ``out/runs/<run id>/``.
+"""A run's working directory: ``<home>/runs/<run id>/`` (the home: ``migration.settings``).
 
 Every migration runs in three steps, so the same code serves the CLI, the inline and Spark
 engines, and Airflow tasks that hand work to ``spark-submit``:
@@ -16,16 +16,19 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from migration.formats.fileio import atomic_write, fsync_dir
+from migration.runtime.documents import JobDocument, PrepareDocument, ResultsDocument
 from migration.runtime.engine import Unit
-from migration.settings import runs_dir
+from migration.settings import runs_dir, state_env
 
 
 def _write_json(path: Path, data: Any) -> None:
     atomic_write(path, json.dumps(data, indent=1, default=str).encode(), tmp_suffix=".tmp")
 
+
+P = TypeVar("P", bound=PrepareDocument)
 
 JOURNAL_DIR = "journal"
 # Unit journal states in which a replacement in a log dir may be half done: a migration that
@@ -68,29 +71,40 @@ class RunDir:
         return self.path / "prepare.json"
 
     def write_job(self, units: list[Unit], options: dict[str, Any]) -> Path:
-        _write_json(self.job_path, {"run_id": self.run_id, "units": [u.model_dump(mode="json") for u in units],
-                                    "options": options})
-        return self.job_path
+        # "state": the home (and overrides) this job belongs to, for the spark-submit driver that
+        # runs it (orchestration/spark_app.py), whatever environment spark-submit was given.
+        return JobDocument(run_id=self.run_id, units=units, options=options, state=state_env()).write(self.job_path)
 
     def read_job(self) -> tuple[list[Unit], dict[str, Any]]:
-        data = json.loads(self.job_path.read_text())
-        return [Unit.model_validate(u) for u in data["units"]], data.get("options", {})
+        job = JobDocument.read(self.job_path)
+        return job.units, job.options
 
     def write_results(self, results: list[dict[str, Any]]) -> Path:
-        _write_json(self.results_path, {"results": results})
-        return self.results_path
+        return ResultsDocument(results=results).write(self.results_path)
 
     def read_results(self) -> list[dict[str, Any]]:
         if not self.results_path.exists():
             return []
-        return json.loads(self.results_path.read_text())["results"]
+        return ResultsDocument.read(self.results_path).results
 
-    def write_prepare(self, data: dict[str, Any]) -> Path:
-        _write_json(self.prepare_path, data)
-        return self.prepare_path
+    def write_prepare(self, data: PrepareDocument | dict[str, Any]) -> Path:
+        doc = data if isinstance(data, PrepareDocument) else PrepareDocument.model_validate(
+            {**data, "version": PrepareDocument.VERSION})
+        return doc.write(self.prepare_path)
 
-    def read_prepare(self) -> dict[str, Any]:
-        return json.loads(self.prepare_path.read_text()) if self.prepare_path.exists() else {}
+    @overload
+    def read_prepare(self) -> dict[str, Any]: ...
+
+    @overload
+    def read_prepare(self, model: type[P]) -> P | None: ...
+
+    def read_prepare(self, model: type[P] | None = None) -> P | dict[str, Any] | None:
+        """The run's prepare.json: typed as ``model`` (None when there is none yet), or, for the
+        callers that still read it field by field, as a dict (empty when there is none)."""
+        if not self.prepare_path.exists():
+            return None if model is not None else {}
+        doc = (model or PrepareDocument).read(self.prepare_path)
+        return doc if model is not None else doc.model_dump(mode="json")
 
     def write(self, name: str, data: Any) -> Path:
         p = self.path / name
