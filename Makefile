@@ -27,8 +27,12 @@ all: test
 $(UV):
 	$(PY_BOOT) -m pip install --quiet --disable-pip-version-check --target .tools/uv uv==$(UV_VERSION)
 
-$(VENV)/.synced: uv.lock pyproject.toml | $(UV)
+# The compiled record core (setup.py) is rebuilt by uv when its sources change (pyproject.toml
+# [tool.uv] cache-keys); the last line says which core is active (python: the compiler is missing).
+CORE_SOURCES := setup.py $(wildcard migration/formats/*.pyx migration/formats/_cvendor/*)
+$(VENV)/.synced: uv.lock pyproject.toml $(CORE_SOURCES) | $(UV)
 	$(UV) sync --frozen --quiet
+	$(PY) -m migration.formats.core
 	touch $@
 
 venv: $(VENV)/.synced

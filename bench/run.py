@@ -15,6 +15,8 @@ Benchmarks (names for ``--only``):
             (``cp_ceiling``)
   rss       peak RSS of the worker rewriting one big segment (1 GiB)       target < 300 MB
   sessions  planning a run with nothing dirty on 10,000 partitions vs os.scandir listing
+  core      the compiled record core vs the pure-Python one, side by side (bench.core): deep
+            validation, digest and rewrite of uncompressed v2, uncompressed v0 and a legacy mix
 """
 
 from __future__ import annotations
@@ -342,6 +344,18 @@ def bench_sessions(n: int) -> list[Row]:
     return [base, row]
 
 
+def bench_core(size: int) -> list[Row]:
+    from bench import core as core_bench
+
+    rows: list[Row] = []
+    for r in core_bench.run(size):
+        row = _row(f"compiled record core: {r['name']}", r["compiled_s"], r["bytes"])
+        row |= {"ratio": f"{r['ratio']}x python ({r['python_mb_s']} MB/s)", "target": "report only",
+                "status": "INFO", "python_s": r["python_s"]}
+        rows.append(row)
+    return rows
+
+
 def machine() -> dict[str, Any]:
     model = next(
         (
@@ -374,13 +388,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.run")
     ap.add_argument("--scale", type=int, default=None, help="sample-cluster scale (default 1300, ~2.1 GB; quick 20)")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run of every benchmark")
-    ap.add_argument("--only", choices=["validate", "upgrade", "rss", "sessions"], action="append")
+    ap.add_argument("--only", choices=["validate", "upgrade", "rss", "sessions", "core"], action="append")
     args = ap.parse_args(argv)
     scale = args.scale or (20 if args.quick else 1300)
     big = (64 << 20) if args.quick else (1 << 30)
     kp_bytes = (2 << 20) if args.quick else (16 << 20)
     partitions = 1000 if args.quick else 10_000
-    only = set(args.only or ["validate", "upgrade", "rss", "sessions"])
+    only = set(args.only or ["validate", "upgrade", "rss", "sessions", "core"])
     OUT.mkdir(parents=True, exist_ok=True)
     info = machine() | {
         "scale": scale,
@@ -406,6 +420,9 @@ def main(argv: list[str] | None = None) -> int:
     if "sessions" in only:
         print("sessions ...", flush=True)
         rows += bench_sessions(partitions)
+    if "core" in only:
+        print("core ...", flush=True)
+        rows += bench_core((16 if args.quick else 128) << 20)
     info["total_seconds"] = round(time.perf_counter() - t0, 1)
     print()
     print_table(rows)

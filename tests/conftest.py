@@ -3,6 +3,9 @@
 - ``spark``: one local Spark session for every test that needs one (a JVM starts in ~5 s).
 - ``sample_cluster_template`` builds the sample legacy cluster once; ``sample_cluster``
   gives each test its own copy (tests rewrite files in place).
+- ``record_core``: runs a test once per record core this installation has (compiled and pure
+  Python, docs/architecture.md); a module opts in with
+  ``pytestmark = pytest.mark.usefixtures("record_core")``.
 """
 
 from __future__ import annotations
@@ -15,12 +18,23 @@ from pathlib import Path
 
 import pytest
 
+from migration.formats import core as record_cores
+
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("KMIGRATE_PROJECT_ROOT", str(ROOT))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # py4j logs from finalizers at interpreter exit, after pytest closed the streams.
 logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+@pytest.fixture(params=record_cores.available())
+def record_core(request, monkeypatch):
+    """The test runs on this record core; child processes (Spark, workers) follow it through
+    the environment."""
+    monkeypatch.setenv(record_cores.PURE_PYTHON_ENV, "1" if request.param == record_cores.PYTHON else "0")
+    with record_cores.use(request.param):
+        yield request.param
 
 
 @pytest.fixture(scope="session")

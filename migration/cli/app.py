@@ -40,7 +40,10 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        from migration.formats import core
+
         print(f"kmigrate {__version__}")
+        print(core.describe())  # which record core runs: compiled, or pure Python and why
         raise typer.Exit(EXIT_OK)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from migration.formats.errors import CorruptRecordError, KafkaFormatError, TruncatedError
@@ -32,6 +32,9 @@ from migration.formats.model import (
 from migration.formats.record_batch import RecordBatch
 
 Batch = LegacyBatch | RecordBatch
+# skip(buffer, position in it, file position of the buffer's first byte) -> position after the
+# batches it consumed (see FileRecords.batches)
+Skip = Callable[[bytes, int, int], int]
 
 DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
 _SIZE_AND_MAGIC = struct.Struct(">qi4xb")
@@ -100,8 +103,12 @@ class FileRecords:
         self.valid_bytes = 0
         self.trailing_bytes = 0
 
-    def batches(self, start: int = 0, end: int | None = None) -> Iterator[Batch]:
-        """Yield batches from byte ``start`` (a batch boundary) to ``end`` (default: file end)."""
+    def batches(self, start: int = 0, end: int | None = None, *, skip: Skip | None = None) -> Iterator[Batch]:
+        """Yield batches from byte ``start`` (a batch boundary) to ``end`` (default: file end).
+
+        ``skip`` (the compiled record core's :class:`SegmentWalker`) is offered the buffer
+        before each batch; the complete batches it consumes are not yielded (it judged them
+        itself), the first one it leaves is read as usual."""
         path = str(self.path)
         limit = self.size if end is None else min(end, self.size)
         with open(self.path, "rb", buffering=0) as f:
@@ -113,6 +120,11 @@ class FileRecords:
             size_at = _SIZE.unpack_from
             view = memoryview(buf)
             while True:
+                if skip is not None and len(buf) - at > HEADER_SIZE_UP_TO_MAGIC:
+                    moved = skip(buf, at, file_pos)
+                    if moved != at:
+                        at = moved
+                        self.valid_bytes = file_pos + at
                 avail = len(buf) - at
                 # One header read per batch; the view is made once per chunk, not per batch.
                 size = size_at(view, at + 8)[0] if avail >= LOG_OVERHEAD else 0

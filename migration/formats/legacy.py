@@ -11,7 +11,9 @@ offset is the absolute offset of its last inner message; inner offsets are absol
 and relative to the first inner message in v1 (holes from compaction kept). A v1
 LogAppendTime wrapper's timestamp applies to every inner message.
 
-Facts: docs/formats.md §1.
+Facts: docs/formats.md §1. The hot loops (CRCs, the fast scan of inner messages, digest bytes,
+v0→v1 conversion) run in the record core (:mod:`migration.formats.core`); this module keeps the
+careful parser, which every irregular entry goes to, so errors are the same on both cores.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 
 from migration.formats import compression as codecs
+from migration.formats import core
+from migration.formats._pycore import ScanEntry
 from migration.formats.errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, UnsupportedCodecError
 from migration.formats.model import (
     LOG_OVERHEAD,
@@ -43,8 +47,6 @@ _I32 = struct.Struct(">i")
 _V0_HEAD = struct.Struct(">Ibb")  # crc, magic, attributes
 _V1_HEAD = struct.Struct(">Ibbq")  # crc, magic, attributes, timestamp
 _ENTRY_PREFIX = struct.Struct(">qi")
-_ENTRY_PREFIX_CRC = struct.Struct(">qiI")  # offset, size, crc
-_V1_MAGIC_ATTR_TS = struct.Struct(">bbq")  # what a v1 message adds before its key length
 V1_MINUS_V0_SIZE = 8  # the v1 timestamp field
 
 ATTRIBUTE_CODEC_MASK = 0x07
@@ -203,7 +205,7 @@ class LegacyBatch:
 
     def compute_checksum(self) -> int:
         start = self._at + 16
-        return zlib.crc32(self._buf[start : self._at + LOG_OVERHEAD + self.size])
+        return core.impl.crc32(self._buf[start : self._at + LOG_OVERHEAD + self.size])
 
     def is_valid(self) -> bool:
         return self.compute_checksum() == self.crc
@@ -305,7 +307,7 @@ class LegacyBatch:
         except KafkaFormatError as exc:
             raise exc.located(None, self.position + self.size_in_bytes - len(value)) from None
         lat = self.timestamp if self.magic == MAGIC_V1 and self.attributes & ATTRIBUTE_TIMESTAMP_TYPE_MASK else None
-        entries = _scan_inner(data, self.magic, self.offset, lat)
+        entries = core.impl.scan_inner(data, self.magic, self.offset, lat)
         if entries is None:
             # Something irregular: the careful parser raises the exact error, or accepts what
             # the fast one would not (e.g. bytes after an inner value) and says where things are.
@@ -330,73 +332,8 @@ class LegacyBatch:
         to ``parts`` and their timestamps to ``stamps``; return (first, last) offsets. A
         legacy message ends with exactly the canonical key/value bytes: one slice each."""
         data, entries = self.scan()
-        view = data if isinstance(data, memoryview) else memoryview(data)
-        append = parts.append
-        pack = _OFFSET_NO_HEADERS.pack
-        for off, ts, kp, _, _, vend, _ in entries:
-            append(pack(off, 0))
-            append(view[kp:vend])
-            stamps.append(ts)
+        core.impl.legacy_digest(data, entries, parts, stamps)
         return entries[0][0], entries[-1][0]
-
-
-# (absolute offset, effective timestamp, key length position, key length, value length,
-#  value end, message end)
-ScanEntry = tuple[int, int, int, int, int, int, int]
-_OFFSET_NO_HEADERS = struct.Struct(">qi")  # the digest's canonical record head without headers
-
-
-def _scan_inner(data: bytes, magic: int, wrapper_offset: int, lat: int | None) -> list[ScanEntry] | None:
-    """Fast walk over a wrapper's decompressed inner messages: every check of
-    :func:`_parse_inner` plus exact key/value framing; None when anything is off (the
-    careful parser then decides and reports)."""
-    out: list[ScanEntry] = []
-    append = out.append
-    pos = 0
-    end = len(data)
-    view = memoryview(data)
-    head = _ENTRY_HEAD.unpack_from
-    i32 = _I32.unpack_from
-    ts_at = _TIMESTAMP.unpack_from
-    crc32 = zlib.crc32
-    v1 = magic == MAGIC_V1
-    kfield = LOG_OVERHEAD + (18 if v1 else 10) - 4
-    overhead = V1_RECORD_OVERHEAD if v1 else V0_RECORD_OVERHEAD
-    while pos < end:
-        if end - pos < LOG_OVERHEAD + overhead:
-            return None
-        off, size, crc, m, attr = head(data, pos)
-        mend = pos + LOG_OVERHEAD + size
-        if m != magic or attr & ATTRIBUTE_CODEC_MASK or size < overhead or mend > end:
-            return None
-        if crc32(view[pos + 16 : mend]) != crc:
-            return None
-        kp = pos + kfield
-        (klen,) = i32(data, kp)
-        vp = kp + 4 + (klen if klen > 0 else 0)
-        if klen < -1 or vp + 4 > mend:
-            return None
-        (vlen,) = i32(data, vp)
-        if vlen < -1 or vp + 4 + (vlen if vlen > 0 else 0) != mend:
-            return None
-        ts = (ts_at(data, pos + 18)[0] if v1 else NO_TIMESTAMP) if lat is None else lat
-        append((off, ts, kp, klen, vlen, mend, mend))
-        pos = mend
-    if not out:
-        return None
-    if v1 and wrapper_offset != 0:
-        base = wrapper_offset - out[-1][0]
-        if base < 0:
-            return None
-        out = [(base + e[0], *e[1:]) for e in out]  # type: ignore[misc]
-    prev = -1
-    for e in out:
-        if e[0] <= prev:
-            return None
-        prev = e[0]
-    if prev != wrapper_offset and wrapper_offset != 0:
-        return None
-    return out
 
 
 def _parse_inner(data: memoryview, wrapper: LegacyBatch, value_pos: int) -> list[LegacyBatch]:
@@ -494,11 +431,7 @@ def v0_entry_to_v1(
     magic .. end) is recomputed, seeded with the new magic/attributes/timestamp bytes.
     ``offset`` is what the entry header gets: absolute, or relative inside a v1 wrapper.
     """
-    (size,) = _I32.unpack_from(buf, at + 8)
-    rest = buf[at + LOG_OVERHEAD + 6 : at + LOG_OVERHEAD + size]  # key length .. end of value
-    head = _V1_MAGIC_ATTR_TS.pack(MAGIC_V1, attributes, timestamp)
-    crc = zlib.crc32(rest, zlib.crc32(head))
-    return b"".join((_ENTRY_PREFIX_CRC.pack(offset, size + V1_MINUS_V0_SIZE, crc), head, rest))
+    return core.impl.v0_entry_to_v1(buf, at, offset, attributes, timestamp)
 
 
 def v0_entries_to_v1(
@@ -507,19 +440,7 @@ def v0_entries_to_v1(
     """Scanned uncompressed v0 messages (see :meth:`LegacyBatch.scan`) as v1 log entries with
     offsets relative to ``base``, in one pass: as :func:`v0_entry_to_v1`, but the CRC seed of
     the new magic/attributes/timestamp bytes is computed once for all of them."""
-    head = _V1_MAGIC_ATTR_TS.pack(MAGIC_V1, attributes, timestamp)
-    seed = zlib.crc32(head)
-    view = data if isinstance(data, memoryview) else memoryview(data)
-    pack = _ENTRY_PREFIX_CRC.pack
-    crc32 = zlib.crc32
-    parts: list[bytes | memoryview] = []
-    append = parts.append
-    for off, _, kp, _, _, _, mend in entries:
-        rest = view[kp:mend]  # key length .. end of message
-        append(pack(off - base, mend - kp + 6 + V1_MINUS_V0_SIZE, crc32(rest, seed)))
-        append(head)
-        append(rest)
-    return b"".join(parts)
+    return core.impl.v0_entries_to_v1(data, entries, base, attributes, timestamp)
 
 
 def encode_message(

@@ -15,7 +15,10 @@ Records (after byte 61, compressed as one stream when the codec is set), each:
   | KeyLength varint | Key | ValueLength varint | Value | HeadersCount varint
   | (HeaderKeyLength varint, HeaderKey, HeaderValueLength varint, HeaderValue)*
 
-Facts: docs/formats.md §2.
+Facts: docs/formats.md §2. The hot loops (CRC-32C, the record walk of the digest and of deep
+validation, the writers) run in the record core (:mod:`migration.formats.core`); this module
+keeps the careful decoder (:func:`decode_records`), which every irregular batch goes to, so
+errors are the same on both cores.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 
-import crc32c
-
 from migration.formats import compression as codecs
+from migration.formats import core
+from migration.formats._pycore import SAFE_DELTA
+from migration.formats._pycore import encode_record as encode_record  # public here, one definition
 from migration.formats.digest import key_value_tail, record_head
 from migration.formats.errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, TruncatedError
 from migration.formats.model import (
@@ -41,7 +45,7 @@ from migration.formats.model import (
     Record,
     TimestampType,
 )
-from migration.formats.varint import TABLE_MAX, VARINT_TABLE, _decode_varint_slow, encode_varint
+from migration.formats.varint import _decode_varint_slow
 
 RECORD_BATCH_OVERHEAD = 61
 CRC_OFFSET = 17
@@ -58,9 +62,8 @@ INT32_MAX = 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # A record's offset and timestamp are base + delta (Java wraps the sum around int64). Offset
 # deltas are varints of at most 5 bytes (|delta| <= 2**34), timestamp deltas varlongs of up to
-# 10: the sum can leave int64 only for a base this close to the limits or a longer timestamp
-# delta, so only then is it checked.
-SAFE_DELTA = 2**34
+# 10: the sum can leave int64 only for a base within SAFE_DELTA (2**34) of the limits or a
+# longer timestamp delta, so only then is it checked.
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count (40 bytes)
@@ -176,7 +179,7 @@ class RecordBatch:
         )
 
     def compute_checksum(self) -> int:
-        return crc32c.crc32c(self._buf[self._at + ATTRIBUTES_OFFSET : self._at + LOG_OVERHEAD + self.length])
+        return core.impl.crc32c(self._buf[self._at + ATTRIBUTES_OFFSET : self._at + LOG_OVERHEAD + self.length])
 
     def is_valid(self) -> bool:
         return self.compute_checksum() == self.crc
@@ -239,11 +242,16 @@ class RecordBatch:
         """Append the canonical digest bytes of the records (see :mod:`migration.formats.digest`) to
         ``parts`` and their effective timestamps to ``stamps``; return (first, last) offsets,
         None for an empty batch. Structure is checked as by :meth:`records` (same errors)."""
-        data = self.records_payload()
         n0 = len(parts)
         s0 = len(stamps)
         lat = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
-        span = _digest_v2(data, self.records_count, self.base_offset, self.base_timestamp, lat, parts, stamps)
+        if self.is_compressed:
+            data = self.records_payload()
+            buf, start, end = data, 0, len(data)
+        else:  # walked where it lies: no copy
+            buf, start, end = self._buf, self._at + RECORD_BATCH_OVERHEAD, self._at + LOG_OVERHEAD + self.length
+        span = core.impl.digest_v2(buf, start, end, self.records_count, self.base_offset, self.base_timestamp, lat,
+                                   parts, stamps)
         if span is not None:
             return span or None
         # Irregular: decode carefully (raises the located error) and digest what it accepts.
@@ -258,6 +266,21 @@ class RecordBatch:
             stamps.append(r.timestamp)
         return recs[0].offset, recs[-1].offset
 
+    def check_records(self) -> tuple[int, int] | None:
+        """The record walk of :meth:`digest_parts` without its output, for deep validation:
+        the same (first, last) offsets (None for no records) and the same errors; on success
+        the batch holds ``records_count`` records."""
+        if self.is_compressed:
+            data = self.records_payload()
+            buf, start, end = data, 0, len(data)
+        else:
+            buf, start, end = self._buf, self._at + RECORD_BATCH_OVERHEAD, self._at + LOG_OVERHEAD + self.length
+        span = core.impl.check_v2(buf, start, end, self.records_count, self.base_offset, self.base_timestamp)
+        if span is not None:
+            return span or None
+        recs = self.records()  # irregular: the careful decoder raises the located error or accepts
+        return (recs[0].offset, recs[-1].offset) if recs else None
+
     def raw_bytes(self) -> memoryview:
         return self._buf[self._at : self._at + LOG_OVERHEAD + self.length]
 
@@ -266,155 +289,6 @@ def increment_sequence(sequence: int, increment: int) -> int:
     if sequence > INT32_MAX - increment:
         return increment - (INT32_MAX - sequence) - 1
     return sequence + increment
-
-
-_I32 = struct.Struct(">i")
-_OFFSET_HEADERS = struct.Struct(">qi")
-_NULL_LENGTH = b"\xff\xff\xff\xff"
-
-
-def _digest_v2(data: bytes, count: int, base_offset: int, base_timestamp: int, lat: int | None,
-               parts: list[bytes | memoryview], stamps: list[int]) -> tuple[int, int] | tuple[()] | None:
-    """Fast path of :meth:`RecordBatch.digest_parts` for well-formed records; None at the
-    first irregularity (the caller falls back to :func:`decode_records` for the error).
-    Returns () for no records (offsets themselves may be negative in a corrupt batch)."""
-    view = memoryview(data)
-    end = len(data)
-    pos = 0
-    slow = _decode_varint_slow
-    append = parts.append
-    pack_head = _OFFSET_HEADERS.pack
-    pack_len = _I32.pack
-    stamp = stamps.append
-    first = last = 0
-    seen = False
-    if not INT64_MIN + SAFE_DELTA <= base_timestamp <= INT64_MAX - SAFE_DELTA:
-        return None  # timestamps may leave int64: the careful decoder checks them
-    try:
-        for _ in range(count):
-            b = data[pos]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
-                u = (b & 0x7F) | (data[pos + 1] << 7)
-                length = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                length, pos = slow(data, pos, 5)
-            rec_end = pos + length
-            if length < 0 or rec_end > end:
-                return None
-            pos += 1  # record attributes, unused
-            b = data[pos]
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
-                u = (b & 0x7F) | (data[pos + 1] << 7)
-                ts_delta = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                ts_delta, pos = slow(data, pos, 10)
-                if not -SAFE_DELTA <= ts_delta <= SAFE_DELTA:
-                    return None
-            b = data[pos]
-            if b < 0x80:
-                off_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
-                u = (b & 0x7F) | (data[pos + 1] << 7)
-                off_delta = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                off_delta, pos = slow(data, pos, 5)
-            b = data[pos]
-            if b < 0x80:
-                klen = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
-                u = (b & 0x7F) | (data[pos + 1] << 7)
-                klen = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                klen, pos = slow(data, pos, 5)
-            kstart = pos
-            if klen >= 0:
-                pos += klen
-            elif klen != -1:
-                return None
-            if pos >= rec_end:
-                return None
-            b = data[pos]
-            if b < 0x80:
-                vlen = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
-                u = (b & 0x7F) | (data[pos + 1] << 7)
-                vlen = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                vlen, pos = slow(data, pos, 5)
-            vstart = pos
-            if vlen >= 0:
-                pos += vlen
-            elif vlen != -1:
-                return None
-            if pos >= rec_end:
-                return None
-            nheaders = data[pos]
-            offset = base_offset + off_delta
-            if nheaders == 0:
-                pos += 1
-                append(pack_head(offset, 0))
-            else:
-                if nheaders >= 0x80:
-                    return None
-                nheaders = (nheaders >> 1) ^ -(nheaders & 1)
-                pos += 1
-                if nheaders <= 0 or nheaders > rec_end - pos:
-                    return None
-                append(pack_head(offset, nheaders))
-                for _h in range(nheaders):
-                    hklen, pos = slow(data, pos, 5)
-                    if hklen < 0:
-                        return None
-                    # Keys are str in a Record; utf-8 with surrogateescape round-trips any
-                    # bytes, so the raw key bytes are its canonical encoding.
-                    append(pack_len(hklen))
-                    append(view[pos : pos + hklen])
-                    pos += hklen
-                    hvlen, pos = slow(data, pos, 5)
-                    if hvlen >= 0:
-                        append(pack_len(hvlen))
-                        append(view[pos : pos + hvlen])
-                        pos += hvlen
-                    elif hvlen == -1:
-                        append(_NULL_LENGTH)
-                    else:
-                        return None
-            if pos != rec_end:
-                return None
-            if klen >= 0:
-                append(pack_len(klen))
-                append(view[kstart : kstart + klen])
-            else:
-                append(_NULL_LENGTH)
-            if vlen >= 0:
-                append(pack_len(vlen))
-                append(view[vstart : vstart + vlen])
-            else:
-                append(_NULL_LENGTH)
-            stamp(base_timestamp + ts_delta if lat is None else lat)
-            if not seen:
-                first = offset
-                seen = True
-            last = offset
-    except (IndexError, KafkaFormatError, struct.error):  # struct.error: an offset outside int64
-        return None
-    if pos != end:
-        return None
-    return (first, last) if seen else ()
 
 
 def decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int) -> list[Record]:
@@ -582,50 +456,6 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
 # ---------------------------------------------------------------- writer
 
 
-def encode_record(
-    offset_delta: int,
-    timestamp_delta: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: Sequence[Header] = (),
-) -> bytes:
-    table = VARINT_TABLE
-    small = TABLE_MAX - 1
-    parts = [
-        b"\x00",
-        table[timestamp_delta + 1] if -1 <= timestamp_delta < small else encode_varint(timestamp_delta),
-        table[offset_delta + 1] if -1 <= offset_delta < small else encode_varint(offset_delta),
-    ]
-    if key is None:
-        parts.append(b"\x01")
-    else:
-        n = len(key)
-        parts.append(table[n + 1] if n < small else encode_varint(n))
-        parts.append(key)
-    if value is None:
-        parts.append(b"\x01")
-    else:
-        n = len(value)
-        parts.append(table[n + 1] if n < small else encode_varint(n))
-        parts.append(value)
-    if not headers:
-        parts.append(b"\x00")
-    else:
-        parts.append(encode_varint(len(headers)))
-        for h in headers:
-            hk = h.key.encode("utf-8", "surrogateescape")
-            parts.append(encode_varint(len(hk)))
-            parts.append(hk)
-            if h.value is None:
-                parts.append(b"\x01")
-            else:
-                parts.append(encode_varint(len(h.value)))
-                parts.append(h.value)
-    body = b"".join(parts)
-    n = len(body)
-    return (table[n + 1] if n < small else encode_varint(n)) + body
-
-
 def build_single_record_batch(
     offset: int,
     timestamp: int,
@@ -638,36 +468,7 @@ def build_single_record_batch(
     """One uncompressed record in its own v2 batch, as Kafka's cleaner aligns a legacy message:
     no producer, BaseTimestamp = MaxTimestamp = the record's timestamp, deltas 0, no headers.
     The fast path of an up-conversion (one call per message, no intermediate objects)."""
-    klen = -1 if key is None else len(key)
-    vlen = -1 if value is None else len(value)
-    # attributes 0, timestamp delta 0, offset delta 0
-    body = b"".join((
-        b"\x00\x00\x00",
-        encode_varint(klen),
-        b"" if key is None else key,
-        encode_varint(vlen),
-        b"" if value is None else value,
-        b"\x00",  # no headers
-    ))
-    after_crc = b"".join((
-        _HEADER_AFTER_CRC.pack(
-            TIMESTAMP_TYPE_MASK if log_append_time else 0,
-            0,
-            timestamp,
-            timestamp,
-            NO_PRODUCER_ID,
-            NO_PRODUCER_EPOCH,
-            NO_SEQUENCE,
-            1,
-        ),
-        encode_varint(len(body)),
-        body,
-    ))
-    return b"".join((
-        _PREFIX.pack(offset, len(after_crc) + 9, partition_leader_epoch, MAGIC_V2),
-        _CRC.pack(crc32c.crc32c(after_crc)),
-        after_crc,
-    ))
+    return core.impl.single_record_batch(offset, timestamp, key, value, log_append_time, partition_leader_epoch)
 
 
 def build_record_batch(
@@ -703,17 +504,7 @@ def build_record_batch(
         base_ts = base_timestamp
     else:
         base_ts = records[0].timestamp if records else NO_TIMESTAMP
-    parts = []
-    max_ts = NO_TIMESTAMP
-    prev = -1
-    for r in records:
-        delta = r.offset - base_offset
-        if delta <= prev or delta > INT32_MAX:
-            raise ValueError(f"record offset {r.offset} does not fit the batch (delta {delta})")
-        prev = delta
-        if r.timestamp > max_ts:
-            max_ts = r.timestamp
-        parts.append(encode_record(delta, r.timestamp - base_ts, r.key, r.value, r.headers))
+    payload, max_ts, prev = core.impl.encode_records(records, base_offset, base_ts)
     if timestamp_type is TimestampType.LOG_APPEND_TIME:
         if max_timestamp is None:
             raise ValueError("a LogAppendTime batch needs its append time as max_timestamp")
@@ -721,7 +512,6 @@ def build_record_batch(
         max_timestamp = max_ts
     if last_offset_delta is None:
         last_offset_delta = prev if records else 0
-    payload = b"".join(parts)
     if compression is not Compression.NONE:
         payload = codecs.compress(compression, payload, MAGIC_V2)
     attributes = int(compression)
@@ -746,6 +536,6 @@ def build_record_batch(
         )
         + payload
     )
-    crc = crc32c.crc32c(after_crc)
+    crc = core.impl.crc32c(after_crc)
     length = 4 + 1 + 4 + len(after_crc)  # leader epoch, magic, crc, rest
     return _PREFIX.pack(base_offset, length, partition_leader_epoch, MAGIC_V2) + _CRC.pack(crc) + after_crc

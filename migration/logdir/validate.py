@@ -39,11 +39,11 @@ import bisect
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from migration.formats import names
+from migration.formats import core, names
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import FileRecords
 from migration.formats.model import MAGIC_V2, NO_PARTITION_LEADER_EPOCH
@@ -168,10 +168,15 @@ def validate_segment(
     prev_last = base - 1
     records = 0
     batches = 0
-    scratch: list[bytes | memoryview] = []
-    stamps: list[int] = []
+    # The compiled record core judges runs of regular batches in C (none of them has a finding)
+    # and leaves every other batch to this loop; it carries the loop's state meanwhile.
+    walker = None if on_batch is not None else core.segment_walker(
+        deep=deep, base_offset=base, next_base_offset=next_base_offset, offset_entries=offset_entries,
+        time_entries=time_entries, leader_epochs=leader_epochs)
     try:
-        for b in fr.batches():
+        for b in fr.batches(skip=None if walker is None else walker.advance):
+            if walker is not None and walker.enabled:
+                prev_last, max_ts, oi, ti = walker.prev_last, walker.max_ts, walker.oi, walker.ti
             batches += 1
             pos = b.position
             span = None  # offsets of a v2 batch's records, when deep
@@ -179,11 +184,10 @@ def validate_segment(
                 b.ensure_valid()
                 if deep:
                     if b.magic == MAGIC_V2:
-                        # The digest walk decodes and checks every record as records() does,
-                        # without building Record objects; its output is dropped.
-                        span = b.digest_parts(scratch, stamps)
-                        n = len(stamps)
-                        del scratch[:], stamps[:]
+                        # Decodes and checks every record as records() does, without building
+                        # Record objects (the digest's walk without its output).
+                        span = b.check_records()
+                        n = b.records_count
                     else:
                         n = len(b.scan()[1]) if b.is_compressed else 1  # inner CRCs and structure
                     records += n
@@ -244,9 +248,18 @@ def validate_segment(
                 ti += 1
             if on_batch is not None:
                 on_batch(b)
+            if walker is not None and walker.enabled:
+                _hand_back(walker, prev_last, max_ts, oi, ti)
     except KafkaFormatError as exc:
         res.add_error(exc.located(str(log_path)), "corrupt-batch", partition, log_path)
         summary.valid = False
+    if walker is not None:
+        # The walker holds the state after its last run (a batch that broke the loop changed
+        # nothing of it) and counted the batches and records it judged.
+        if walker.enabled:
+            prev_last, max_ts, oi, ti = walker.prev_last, walker.max_ts, walker.oi, walker.ti
+        batches += walker.batches
+        records += walker.records
     if summary.valid and fr.trailing_bytes:
         res.add("error", "trailing-bytes", log_path,
                 f"{fr.trailing_bytes} bytes after the last complete batch (a truncated tail)",
@@ -279,6 +292,17 @@ def validate_segment(
     if len(res.problems) > errors_before:
         summary.valid = False
     return res, summary
+
+
+def _hand_back(walker: Any, prev_last: int, max_ts: int, oi: int, ti: int) -> None:
+    """The loop's state to the segment walker; a last offset beyond int64 (base offset plus
+    delta of a corrupt v2 batch) ends the walker's part: the loop carries on alone."""
+    try:
+        walker.prev_last = prev_last
+    except OverflowError:
+        walker.enabled = False
+        return
+    walker.max_ts, walker.oi, walker.ti = max_ts, oi, ti
 
 
 IndexState = Literal["ok", "missing", "corrupt"]

@@ -8,6 +8,9 @@ from migration.formats.legacy import build_messages, build_wrapper
 from migration.formats.model import Compression, Record
 from migration.formats.record_batch import build_record_batch
 
+# Every test here runs on each record core (compiled and pure Python).
+pytestmark = pytest.mark.usefixtures("record_core")
+
 
 def _mixed_segment() -> tuple[bytes, list[Record]]:
     recs = [Record(i, 1000 + i, b"k%d" % i, b"v" * (i * 37 % 500)) for i in range(40)]

@@ -9,6 +9,9 @@ from hypothesis import strategies as st
 from migration.formats.index_builder import BatchLike, build_indexes
 from migration.formats.index_file import IndexOffsetOverflowError
 
+# Every test here runs on each record core (compiled and pure Python).
+pytestmark = pytest.mark.usefixtures("record_core")
+
 
 @dataclass(frozen=True)
 class Batch:

@@ -17,6 +17,9 @@ from migration.formats.legacy import build_messages, build_wrapper
 from migration.formats.model import Compression, Header, Record, TimestampType
 from migration.formats.record_batch import build_record_batch
 
+# Every test here runs on each record core (compiled and pure Python).
+pytestmark = pytest.mark.usefixtures("record_core")
+
 LEGACY_CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4]
 ALL_CODECS = [*LEGACY_CODECS, Compression.ZSTD]
 

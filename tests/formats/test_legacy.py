@@ -7,6 +7,9 @@ from migration.formats.file_records import iterate_batches
 from migration.formats.legacy import build_wrapper, encode_message
 from migration.formats.model import Compression, Record, TimestampType
 
+# Every test here runs on each record core (compiled and pure Python).
+pytestmark = pytest.mark.usefixtures("record_core")
+
 # docs/formats.md §1.2 test vectors
 V0_VECTOR = bytes.fromhex("0000000000000005 00000011 7a0a65ca 00 00 00000003 6b6579 ffffffff".replace(" ", ""))
 V1_VECTOR = bytes.fromhex(

@@ -15,6 +15,9 @@ from migration.formats.record_batch import (
     increment_sequence,
 )
 
+# Every test here runs on each record core (compiled and pure Python).
+pytestmark = pytest.mark.usefixtures("record_core")
+
 # docs/formats.md §2.8: two records, CreateTime, no compression, leader epoch 0.
 SPEC_VECTOR = bytes.fromhex(
     "0000000000000000 00000047 00000000 02 f34fc17d 0000 00000001"

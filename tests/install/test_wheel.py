@@ -1,6 +1,7 @@
 """The built wheel carries every data file the package loads: installed on its own (outside the
 repository), it decodes a KRaft metadata record, which needs the message definitions that ship
-as package data, and renders a run report, which needs the HTML templates."""
+as package data, and renders a run report, which needs the HTML templates. It carries the
+compiled record core too (setup.py), which it runs from its own copy."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ from migration.audit.model import RunKind, RunReport
 report = RunReport.start(RunKind.UPGRADE, {}, run_id="wheel")
 report.finish()
 assert "<html" in render_html(report).lower()
+from migration.formats import core
+if sys.argv[2] == "compiled":  # built here, so built into the wheel too
+    assert core.compiled is not None, core.describe()
+    assert Path(core.compiled.__file__).resolve().is_relative_to(Path(sys.argv[1]).resolve()), core.compiled.__file__
 """
 
 
@@ -48,8 +53,11 @@ def test_installed_wheel_decodes_a_metadata_record(tmp_path):
     # the wheel's copy comes first on the path; run from elsewhere so the repository is not found
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MIGRATION_KAFKA_SCHEMA_DIR")}
     env["PYTHONPATH"] = str(target)
-    out = subprocess.run([sys.executable, "-c", CHECK, str(target)], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=120)
+    from migration.formats import core
+
+    expected = "compiled" if core.compiled is not None else "python"
+    out = subprocess.run([sys.executable, "-c", CHECK, str(target), expected], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["FeatureLevelRecord", "21"]
     shutil.rmtree(dist)

@@ -17,6 +17,9 @@ from migration.formats.model import MAGIC_V1, MAGIC_V2, Compression, TimestampTy
 from migration.logdir.validation import validate_paths
 from migration.migrations.upgrade.driver import UpgradeOptions, commit_run, execute_upgrade, rollback_run
 
+# Every test here runs on each record core (compiled and pure Python).
+pytestmark = pytest.mark.usefixtures("record_core")
+
 SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")
 
 

@@ -1,0 +1,1161 @@
+# cython: language_level=3
+"""The record core, compiled: the kernels of ``_pycore.py`` (the reference) with the same
+signatures and results, plus :class:`SegmentWalker`, the deep validation of whole runs of
+regular batches in one call.
+
+Layouts (docs/formats.md):
+  v0/v1 log entry (§1.2)  offset int64 | size int32 | crc uint32 | magic int8 | attributes int8
+                          | [v1: timestamp int64] | key_length int32 | key | value_length int32 | value
+                          CRC-32 over [magic, end)
+  v2 batch (§2.1)         base offset int64 @0 | length int32 @8 | leader epoch int32 @12 | magic @16
+                          | crc uint32 @17 (CRC-32C over [21, end)) | attributes int16 @21
+                          | last offset delta int32 @23 | base timestamp int64 @27
+                          | max timestamp int64 @35 | producer id int64 @43 | producer epoch int16 @51
+                          | base sequence int32 @53 | records count int32 @57 | records @61
+  v2 record (§2.4)        length varint | attributes int8 | timestamp delta varlong
+                          | offset delta varint | key length varint | key | value length varint
+                          | value | header count varint | (key length varint, key, value length
+                          varint, value)*
+
+Every kernel handles the regular case and answers None (or stops) on anything else, and the
+caller hands the batch to the careful Python parser: error messages and positions are the
+Python ones by construction. A kernel refuses at least everything its Python twin refuses, and
+what it accepts it reports exactly as the twin does (tests/formats/test_core_differential.py).
+Arguments outside the C ranges (ints beyond int64, odd buffers) go to the Python twin whole.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.long cimport PyLong_FromLongLong
+from cpython.tuple cimport PyTuple_GET_ITEM
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy
+
+from migration.formats import _pycore as _py
+from migration.formats.model import Record
+
+cdef extern from "kcrc.h":
+    int KCRC_HW_CRC32C
+    int KCRC_HW_CRC32
+    int kcrc_init(int use_hw) nogil
+    uint32_t kcrc32(uint32_t crc, const unsigned char *p, size_t n) nogil
+    uint32_t kcrc32c(uint32_t crc, const unsigned char *p, size_t n) nogil
+
+cdef extern from "kbytes.h":
+    int16_t kb_i16(const unsigned char *p) nogil
+    int32_t kb_i32(const unsigned char *p) nogil
+    uint32_t kb_u32(const unsigned char *p) nogil
+    int64_t kb_i64(const unsigned char *p) nogil
+    void kb_put_i16(unsigned char *p, int16_t x) nogil
+    void kb_put_i32(unsigned char *p, int32_t x) nogil
+    void kb_put_u32(unsigned char *p, uint32_t x) nogil
+    void kb_put_i64(unsigned char *p, int64_t x) nogil
+    int kb_add_ovf(int64_t a, int64_t b, int64_t *r) nogil
+    int kb_sub_ovf(int64_t a, int64_t b, int64_t *r) nogil
+
+NAME = "compiled"
+
+cdef enum:
+    LOG_OVERHEAD = 12
+    MIN_ENTRY_HEAD = 17          # bytes every entry starts with, up to the magic (§0.3)
+    MIN_MESSAGE_SIZE = 14
+    # v0/v1 entry positions (§1.2)
+    CRC_AT = 12
+    MAGIC_AT = 16
+    ATTRIBUTES_AT = 17
+    V1_TIMESTAMP_AT = 18
+    V0_KEY_LENGTH_AT = 18
+    V1_KEY_LENGTH_AT = 26
+    V0_RECORD_OVERHEAD = 14
+    V1_RECORD_OVERHEAD = 22
+    LEGACY_CODEC_MASK = 0x07
+    V1_MINUS_V0_SIZE = 8
+    # v2 batch positions (§2.1)
+    V2_LEADER_EPOCH_AT = 12
+    V2_CRC_AT = 17
+    V2_ATTRIBUTES_AT = 21
+    V2_LAST_OFFSET_DELTA_AT = 23
+    V2_BASE_TIMESTAMP_AT = 27
+    V2_MAX_TIMESTAMP_AT = 35
+    V2_RECORDS_COUNT_AT = 57
+    V2_HEADER = 61
+    V2_CODEC_MASK = 0x07
+    V2_TIMESTAMP_TYPE_MASK = 0x08
+    V2_MAX_CODEC = 4
+    LEGACY_MAX_CODEC = 3         # zstd (4) is refused below magic 2
+    INT32_MAX = 2147483647
+    RECORD_HEAD = 12             # the digest's canonical record head: offset int64, header count int32
+
+cdef int64_t SAFE_DELTA = 17179869184  # 2**34, as _pycore.SAFE_DELTA
+cdef int64_t INT64_MAX_ = 9223372036854775807
+cdef int64_t INT64_MIN_ = -INT64_MAX_ - 1
+
+_features = kcrc_init(1)
+
+
+def crc_features(use_hw=True):
+    """Which CRC instructions are in use (``"crc32c": "sse4.2" | "table"``, ``"crc32":
+    "pclmul" | "table"``); ``use_hw=False`` switches to the tables (tests compare both)."""
+    global _features
+    _features = kcrc_init(1 if use_hw else 0)
+    return {"crc32c": "sse4.2" if _features & KCRC_HW_CRC32C else "table",
+            "crc32": "pclmul" if _features & KCRC_HW_CRC32 else "table"}
+
+
+# ---------------------------------------------------------------- growable output
+
+
+cdef struct Buf:
+    unsigned char *p
+    Py_ssize_t n
+    Py_ssize_t cap
+
+
+cdef int buf_reserve(Buf *b, Py_ssize_t extra) noexcept nogil:
+    """Room for ``extra`` more bytes; -1 when memory runs out."""
+    cdef Py_ssize_t need = b.n + extra
+    cdef Py_ssize_t cap
+    cdef unsigned char *q
+    if need <= b.cap:
+        return 0
+    cap = b.cap * 2 if b.cap else 4096
+    if cap < need:
+        cap = need
+    q = <unsigned char *>realloc(b.p, <size_t>cap)
+    if q == NULL:
+        return -1
+    b.p = q
+    b.cap = cap
+    return 0
+
+
+cdef inline void buf_free(Buf *b) noexcept nogil:
+    free(b.p)
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+
+
+cdef bytes buf_bytes(Buf *b):
+    return PyBytes_FromStringAndSize(<char *>b.p if b.n else NULL, b.n)
+
+
+# ---------------------------------------------------------------- varints (§0.1)
+
+
+cdef inline int rd_varint(const unsigned char *d, Py_ssize_t *pos, Py_ssize_t limit, int max_bytes,
+                          int64_t *out) noexcept nogil:
+    """A zig-zag varint of at most ``max_bytes`` bytes, all before ``limit``: 1 and the value,
+    or 0 (cut short, too long, or a varlong whose value does not fit 64 bits)."""
+    cdef Py_ssize_t p = pos[0]
+    cdef uint64_t u = 0
+    cdef uint64_t b
+    cdef int shift = 0
+    cdef int i
+    for i in range(max_bytes):
+        if p >= limit:
+            return 0
+        b = d[p]
+        p += 1
+        if shift == 63:
+            if (b & 0x7F) > 1:
+                return 0
+            u |= (b & 0x7F) << 63
+        elif shift > 63:
+            if b & 0x7F:
+                return 0
+        else:
+            u |= (b & 0x7F) << shift
+        if b < 0x80:
+            pos[0] = p
+            out[0] = <int64_t>((u >> 1) ^ (<uint64_t>0 - (u & 1)))
+            return 1
+        shift += 7
+    return 0
+
+
+cdef inline int varint_size(int64_t n) noexcept nogil:
+    cdef uint64_t u = (<uint64_t>n << 1) ^ <uint64_t>(n >> 63)
+    cdef int size = 1
+    while u >= 0x80:
+        u >>= 7
+        size += 1
+    return size
+
+
+cdef inline unsigned char *put_varint(unsigned char *p, int64_t n) noexcept nogil:
+    cdef uint64_t u = (<uint64_t>n << 1) ^ <uint64_t>(n >> 63)
+    while u >= 0x80:
+        p[0] = <unsigned char>((u & 0x7F) | 0x80)
+        p += 1
+        u >>= 7
+    p[0] = <unsigned char>u
+    return p + 1
+
+
+# ---------------------------------------------------------------- buffers
+
+
+cdef inline int get_view(object obj, Py_buffer *view) except -1:
+    return PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+
+
+def crc32(data, value=0):
+    """CRC-32 (IEEE) of v0/v1 messages, as ``zlib.crc32``."""
+    cdef Py_buffer v
+    cdef uint32_t seed
+    try:
+        seed = value
+    except OverflowError:
+        return _py.crc32(data, value)
+    get_view(data, &v)
+    try:
+        return kcrc32(seed, <const unsigned char *>v.buf, <size_t>v.len)
+    finally:
+        PyBuffer_Release(&v)
+
+
+def crc32c(data, value=0):
+    """CRC-32C (Castagnoli) of v2 batches, as ``crc32c.crc32c``."""
+    cdef Py_buffer v
+    cdef uint32_t seed
+    try:
+        seed = value
+    except OverflowError:
+        return _py.crc32c(data, value)
+    get_view(data, &v)
+    try:
+        return kcrc32c(seed, <const unsigned char *>v.buf, <size_t>v.len)
+    finally:
+        PyBuffer_Release(&v)
+
+
+# ---------------------------------------------------------------- v0/v1
+
+
+cdef struct Entry:
+    int64_t off       # absolute offset (after the v1 relative-offset resolution)
+    int64_t ts        # effective timestamp
+    Py_ssize_t kp     # position of the key length
+    int32_t klen
+    int32_t vlen
+    Py_ssize_t mend   # end of the message (= end of the value)
+
+
+cdef int scan_inner_c(const unsigned char *d, Py_ssize_t end, int magic, int64_t wrapper_offset,
+                      bint has_lat, int64_t lat, Buf *ents) noexcept nogil:
+    """_pycore.scan_inner over ``d[0:end]``: 1 with the entries in ``ents`` (an array of
+    Entry), 0 when irregular, -1 out of memory."""
+    cdef bint v1 = magic == 1
+    cdef Py_ssize_t kfield = V1_KEY_LENGTH_AT if v1 else V0_KEY_LENGTH_AT
+    cdef Py_ssize_t overhead = V1_RECORD_OVERHEAD if v1 else V0_RECORD_OVERHEAD
+    cdef Py_ssize_t pos = 0, mend, kp, vp, count = 0, i
+    cdef int32_t size, klen, vlen
+    cdef int64_t base, prev
+    cdef Entry *e
+    ents.n = 0
+    while pos < end:
+        if end - pos < LOG_OVERHEAD + overhead:
+            return 0
+        size = kb_i32(d + pos + 8)
+        if (d[pos + MAGIC_AT] != magic or d[pos + ATTRIBUTES_AT] & LEGACY_CODEC_MASK or size < overhead
+                or size > end - pos - LOG_OVERHEAD):
+            return 0
+        mend = pos + LOG_OVERHEAD + size
+        if kcrc32(0, d + pos + MAGIC_AT, <size_t>(mend - pos - MAGIC_AT)) != kb_u32(d + pos + CRC_AT):
+            return 0
+        kp = pos + kfield
+        klen = kb_i32(d + kp)
+        vp = kp + 4 + (klen if klen > 0 else 0)
+        if klen < -1 or vp + 4 > mend:
+            return 0
+        vlen = kb_i32(d + vp)
+        if vlen < -1 or vp + 4 + (vlen if vlen > 0 else 0) != mend:
+            return 0
+        if buf_reserve(ents, sizeof(Entry)) < 0:
+            return -1
+        e = <Entry *>(ents.p + ents.n)
+        ents.n += sizeof(Entry)
+        e.off = kb_i64(d + pos)
+        e.ts = lat if has_lat else (kb_i64(d + pos + V1_TIMESTAMP_AT) if v1 else -1)
+        e.kp = kp
+        e.klen = klen
+        e.vlen = vlen
+        e.mend = mend
+        count += 1
+        pos = mend
+    if count == 0:
+        return 0
+    e = <Entry *>ents.p
+    if v1 and wrapper_offset != 0:
+        # v1 inner offsets are relative; the wrapper carries the last absolute one (§1.7)
+        if kb_sub_ovf(wrapper_offset, e[count - 1].off, &base) or base < 0:
+            return 0
+        for i in range(count):
+            if kb_add_ovf(base, e[i].off, &e[i].off):
+                return 0
+    prev = -1
+    for i in range(count):
+        if e[i].off <= prev:
+            return 0
+        prev = e[i].off
+    if prev != wrapper_offset and wrapper_offset != 0:
+        return 0
+    return 1
+
+
+def scan_inner(data, magic, wrapper_offset, lat):
+    """See ``_pycore.scan_inner``."""
+    cdef Py_buffer v
+    cdef Buf ents = Buf(NULL, 0, 0)
+    cdef int64_t woff, lat_v = 0
+    cdef int m, rc
+    cdef Py_ssize_t i, count
+    cdef Entry *e
+    cdef list out
+    try:
+        woff = wrapper_offset
+        m = magic
+        if lat is not None:
+            lat_v = lat
+    except OverflowError:
+        return _py.scan_inner(data, magic, wrapper_offset, lat)
+    if m != 0 and m != 1:
+        return _py.scan_inner(data, magic, wrapper_offset, lat)
+    get_view(data, &v)
+    try:
+        rc = scan_inner_c(<const unsigned char *>v.buf, v.len, m, woff, lat is not None, lat_v, &ents)
+        if rc < 0:
+            raise MemoryError()
+        if rc == 0:
+            return None
+        count = ents.n // sizeof(Entry)
+        e = <Entry *>ents.p
+        out = [None] * count
+        for i in range(count):
+            out[i] = (e[i].off, e[i].ts, e[i].kp, e[i].klen, e[i].vlen, e[i].mend, e[i].mend)
+        return out
+    finally:
+        buf_free(&ents)
+        PyBuffer_Release(&v)
+
+
+def legacy_digest(data, entries, list parts, list stamps):
+    """See ``_pycore.legacy_digest``; appends one piece for all the entries."""
+    cdef Py_buffer v
+    cdef Py_ssize_t total = 0, i, n, kp, vend
+    cdef int64_t off
+    cdef unsigned char *w
+    cdef tuple e
+    cdef object out
+    n = len(entries)
+    get_view(data, &v)
+    try:
+        # sizes and ranges first: anything odd goes to the reference whole
+        for i in range(n):
+            e = <tuple>entries[i]
+            try:
+                off = e[0]
+                kp = e[2]
+                vend = e[5]
+            except OverflowError:
+                return _py.legacy_digest(data, entries, parts, stamps)
+            if kp < 0 or vend < kp or vend > v.len:
+                return _py.legacy_digest(data, entries, parts, stamps)
+            total += RECORD_HEAD + vend - kp
+        out = PyBytes_FromStringAndSize(NULL, total)
+        w = <unsigned char *>PyBytes_AS_STRING(out)
+        for i in range(n):
+            e = <tuple>entries[i]
+            off = e[0]
+            kp = e[2]
+            vend = e[5]
+            kb_put_i64(w, off)
+            kb_put_i32(w + 8, 0)
+            memcpy(w + RECORD_HEAD, <const unsigned char *>v.buf + kp, <size_t>(vend - kp))
+            w += RECORD_HEAD + vend - kp
+        if n:
+            parts.append(out)
+            for i in range(n):
+                stamps.append((<tuple>entries[i])[1])
+    finally:
+        PyBuffer_Release(&v)
+
+
+cdef inline void put_v1_head(unsigned char *h, int attributes, int64_t timestamp) noexcept nogil:
+    # what a v1 message adds before its key length: magic 1, attributes, timestamp (§1.9)
+    h[0] = 1
+    h[1] = <unsigned char>attributes
+    kb_put_i64(h + 2, timestamp)
+
+
+def v0_entry_to_v1(buf, at, offset, attributes, timestamp):
+    """See ``_pycore.v0_entry_to_v1``."""
+    cdef Py_buffer v
+    cdef Py_ssize_t a, rest_len
+    cdef int64_t off, ts
+    cdef int attr
+    cdef int32_t size
+    cdef unsigned char head[10]
+    cdef unsigned char *w
+    cdef uint32_t crc
+    cdef object out
+    try:
+        a = at
+        off = offset
+        ts = timestamp
+        attr = attributes
+    except OverflowError:
+        return _py.v0_entry_to_v1(buf, at, offset, attributes, timestamp)
+    if attr < -128 or attr > 127:
+        return _py.v0_entry_to_v1(buf, at, offset, attributes, timestamp)
+    get_view(buf, &v)
+    try:
+        if a < 0 or v.len - a < LOG_OVERHEAD + 6:
+            return _py.v0_entry_to_v1(buf, at, offset, attributes, timestamp)
+        size = kb_i32(<const unsigned char *>v.buf + a + 8)
+        if size < 6 or size > v.len - a - LOG_OVERHEAD or size > INT32_MAX - V1_MINUS_V0_SIZE:
+            return _py.v0_entry_to_v1(buf, at, offset, attributes, timestamp)
+        rest_len = size - 6
+        put_v1_head(head, attr, ts)
+        crc = kcrc32(kcrc32(0, head, 10), <const unsigned char *>v.buf + a + LOG_OVERHEAD + 6, <size_t>rest_len)
+        out = PyBytes_FromStringAndSize(NULL, 16 + 10 + rest_len)
+        w = <unsigned char *>PyBytes_AS_STRING(out)
+        kb_put_i64(w, off)
+        kb_put_i32(w + 8, size + V1_MINUS_V0_SIZE)
+        kb_put_u32(w + 12, crc)
+        memcpy(w + 16, head, 10)
+        memcpy(w + 26, <const unsigned char *>v.buf + a + LOG_OVERHEAD + 6, <size_t>rest_len)
+        return out
+    finally:
+        PyBuffer_Release(&v)
+
+
+def v0_entries_to_v1(data, entries, base, attributes, timestamp):
+    """See ``_pycore.v0_entries_to_v1``."""
+    cdef Py_buffer v
+    cdef Py_ssize_t total = 0, i, n, kp, mend
+    cdef int64_t b, ts, off, rel
+    cdef int attr
+    cdef unsigned char head[10]
+    cdef unsigned char *w
+    cdef uint32_t seed
+    cdef tuple e
+    cdef object out
+    try:
+        b = base
+        ts = timestamp
+        attr = attributes
+    except OverflowError:
+        return _py.v0_entries_to_v1(data, entries, base, attributes, timestamp)
+    if attr < -128 or attr > 127:
+        return _py.v0_entries_to_v1(data, entries, base, attributes, timestamp)
+    n = len(entries)
+    get_view(data, &v)
+    try:
+        for i in range(n):
+            e = <tuple>entries[i]
+            try:
+                off = e[0]
+                kp = e[2]
+                mend = e[6]
+            except OverflowError:
+                return _py.v0_entries_to_v1(data, entries, base, attributes, timestamp)
+            if (kp < 0 or mend < kp or mend > v.len or kb_sub_ovf(off, b, &rel)
+                    or mend - kp > INT32_MAX - 6 - V1_MINUS_V0_SIZE):
+                return _py.v0_entries_to_v1(data, entries, base, attributes, timestamp)
+            total += 16 + 10 + mend - kp
+        put_v1_head(head, attr, ts)
+        seed = kcrc32(0, head, 10)
+        out = PyBytes_FromStringAndSize(NULL, total)
+        w = <unsigned char *>PyBytes_AS_STRING(out)
+        for i in range(n):
+            e = <tuple>entries[i]
+            off = e[0]
+            kp = e[2]
+            mend = e[6]
+            kb_put_i64(w, off - b)
+            kb_put_i32(w + 8, <int32_t>(mend - kp + 6 + V1_MINUS_V0_SIZE))
+            kb_put_u32(w + 12, kcrc32(seed, <const unsigned char *>v.buf + kp, <size_t>(mend - kp)))
+            memcpy(w + 16, head, 10)
+            memcpy(w + 26, <const unsigned char *>v.buf + kp, <size_t>(mend - kp))
+            w += 26 + mend - kp
+        return out
+    finally:
+        PyBuffer_Release(&v)
+
+
+# ---------------------------------------------------------------- v2 records
+
+
+cdef int walk_v2(const unsigned char *d, Py_ssize_t end, int64_t count, int64_t base_offset, int64_t base_ts,
+                 bint has_lat, int64_t lat, Buf *out, Buf *stamps, int64_t *first, int64_t *last,
+                 Py_ssize_t *nrec) noexcept nogil:
+    """_pycore.digest_v2 over ``d[0:end]``: 1 regular, 0 irregular, -1 out of memory. With
+    ``out`` NULL, only the walk (deep validation). Every field must lie inside its record
+    (the reference fails later on any that does not: its position only grows)."""
+    cdef Py_ssize_t pos = 0, rec_end, kstart, vstart, hstart, need
+    cdef int64_t length, ts_delta, off_delta, offset, klen, vlen, nheaders, hklen, hvlen, h
+    cdef int64_t i
+    cdef unsigned char nb
+    cdef unsigned char *w
+    nrec[0] = 0
+    if base_ts < INT64_MIN_ + SAFE_DELTA or base_ts > INT64_MAX_ - SAFE_DELTA:
+        return 0  # timestamps may leave int64: the careful decoder checks them
+    i = 0
+    while i < count:
+        i += 1
+        if not rd_varint(d, &pos, end, 5, &length):
+            return 0
+        if length < 0 or length > end - pos:
+            return 0
+        rec_end = pos + length
+        pos += 1  # record attributes, unused
+        if not rd_varint(d, &pos, rec_end, 10, &ts_delta):
+            return 0
+        if ts_delta < -SAFE_DELTA or ts_delta > SAFE_DELTA:
+            return 0
+        if not rd_varint(d, &pos, rec_end, 5, &off_delta):
+            return 0
+        if kb_add_ovf(base_offset, off_delta, &offset):
+            return 0
+        if not rd_varint(d, &pos, rec_end, 5, &klen):
+            return 0
+        kstart = pos
+        if klen >= 0:
+            if klen >= rec_end - pos:
+                return 0
+            pos += klen
+        elif klen != -1 or pos >= rec_end:
+            return 0
+        if not rd_varint(d, &pos, rec_end, 5, &vlen):
+            return 0
+        vstart = pos
+        if vlen >= 0:
+            if vlen >= rec_end - pos:
+                return 0
+            pos += vlen
+        elif vlen != -1 or pos >= rec_end:
+            return 0
+        nb = d[pos]  # header count: one byte in the regular case
+        pos += 1
+        if nb >= 0x80:
+            return 0
+        nheaders = (nb >> 1) ^ -(nb & 1)
+        if nheaders < 0 or nheaders > rec_end - pos:
+            return 0
+        hstart = pos
+        if out != NULL:
+            need = RECORD_HEAD + 8 + (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0)
+            if buf_reserve(out, need) < 0:
+                return -1
+            w = out.p + out.n
+            kb_put_i64(w, offset)
+            kb_put_i32(w + 8, <int32_t>nheaders)
+            out.n += RECORD_HEAD
+        h = 0
+        while h < nheaders:
+            h += 1
+            if not rd_varint(d, &pos, rec_end, 5, &hklen):
+                return 0
+            if hklen < 0 or hklen > rec_end - pos:
+                return 0
+            # Keys are str in a Record; utf-8 with surrogateescape round-trips any bytes,
+            # so the raw key bytes are its canonical encoding.
+            if out != NULL:
+                if buf_reserve(out, 8 + hklen) < 0:
+                    return -1
+                w = out.p + out.n
+                kb_put_i32(w, <int32_t>hklen)
+                memcpy(w + 4, d + pos, <size_t>hklen)
+                out.n += 4 + hklen
+            pos += hklen
+            if not rd_varint(d, &pos, rec_end, 5, &hvlen):
+                return 0
+            if hvlen >= 0:
+                if hvlen > rec_end - pos:
+                    return 0
+                if out != NULL:
+                    if buf_reserve(out, 4 + hvlen) < 0:
+                        return -1
+                    w = out.p + out.n
+                    kb_put_i32(w, <int32_t>hvlen)
+                    memcpy(w + 4, d + pos, <size_t>hvlen)
+                    out.n += 4 + hvlen
+                pos += hvlen
+            elif hvlen == -1:
+                if out != NULL:
+                    if buf_reserve(out, 4) < 0:
+                        return -1
+                    kb_put_i32(out.p + out.n, -1)
+                    out.n += 4
+            else:
+                return 0
+        if pos != rec_end:
+            return 0
+        if out != NULL:
+            need = 8 + (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0)
+            if buf_reserve(out, need) < 0:
+                return -1
+            w = out.p + out.n
+            kb_put_i32(w, <int32_t>klen)
+            w += 4
+            if klen > 0:
+                memcpy(w, d + kstart, <size_t>klen)
+                w += klen
+            kb_put_i32(w, <int32_t>vlen)
+            w += 4
+            if vlen > 0:
+                memcpy(w, d + vstart, <size_t>vlen)
+                w += vlen
+            out.n = w - out.p
+        if stamps != NULL:
+            if buf_reserve(stamps, 8) < 0:
+                return -1
+            (<int64_t *>(stamps.p + stamps.n))[0] = lat if has_lat else base_ts + ts_delta
+            stamps.n += 8
+        if nrec[0] == 0:
+            first[0] = offset
+        last[0] = offset
+        nrec[0] += 1
+    if pos != end:
+        return 0
+    return 1
+
+
+def digest_v2(buf, start, end, count, base_offset, base_timestamp, lat, list parts, list stamps):
+    """See ``_pycore.digest_v2``; appends one piece for the whole batch, nothing when irregular."""
+    cdef Py_buffer v
+    cdef Py_ssize_t s, e, i, nrec = 0
+    cdef int64_t cnt, boff, bts, lat_v = 0, first = 0, last = 0
+    cdef int rc
+    cdef Buf out = Buf(NULL, 0, 0)
+    cdef Buf ts = Buf(NULL, 0, 0)
+    cdef int64_t *tsp
+    try:
+        s = start
+        e = end
+        cnt = count
+        boff = base_offset
+        bts = base_timestamp
+        if lat is not None:
+            lat_v = lat
+    except OverflowError:
+        return _py.digest_v2(buf, start, end, count, base_offset, base_timestamp, lat, parts, stamps)
+    get_view(buf, &v)
+    try:
+        if s < 0 or e < s or e > v.len:
+            return _py.digest_v2(buf, start, end, count, base_offset, base_timestamp, lat, parts, stamps)
+        rc = walk_v2(<const unsigned char *>v.buf + s, e - s, cnt, boff, bts, lat is not None, lat_v, &out, &ts,
+                     &first, &last, &nrec)
+        if rc < 0:
+            raise MemoryError()
+        if rc == 0:
+            return None
+        if nrec == 0:
+            return ()
+        parts.append(buf_bytes(&out))
+        tsp = <int64_t *>ts.p
+        for i in range(nrec):
+            stamps.append(PyLong_FromLongLong(tsp[i]))
+        return (first, last)
+    finally:
+        buf_free(&out)
+        buf_free(&ts)
+        PyBuffer_Release(&v)
+
+
+def check_v2(buf, start, end, count, base_offset, base_timestamp):
+    """See ``_pycore.check_v2``."""
+    cdef Py_buffer v
+    cdef Py_ssize_t s, e, nrec = 0
+    cdef int64_t cnt, boff, bts, first = 0, last = 0
+    cdef int rc
+    try:
+        s = start
+        e = end
+        cnt = count
+        boff = base_offset
+        bts = base_timestamp
+    except OverflowError:
+        return _py.check_v2(buf, start, end, count, base_offset, base_timestamp)
+    get_view(buf, &v)
+    try:
+        if s < 0 or e < s or e > v.len:
+            return _py.check_v2(buf, start, end, count, base_offset, base_timestamp)
+        rc = walk_v2(<const unsigned char *>v.buf + s, e - s, cnt, boff, bts, False, 0, NULL, NULL, &first, &last,
+                     &nrec)
+        if rc <= 0:
+            return None
+        return (first, last) if nrec else ()
+    finally:
+        PyBuffer_Release(&v)
+
+
+# ---------------------------------------------------------------- v2 writers
+
+
+cdef class _Blob:
+    """A bytes-like argument (or None) held as a buffer for the writers."""
+
+    cdef Py_buffer view
+    cdef bint held
+
+    def __cinit__(self, obj):
+        self.held = False
+        if obj is not None:
+            get_view(obj, &self.view)
+            self.held = True
+
+    def __dealloc__(self):
+        if self.held:
+            PyBuffer_Release(&self.view)
+
+    cdef inline Py_ssize_t length(self):
+        return self.view.len if self.held else -1
+
+
+def single_record_batch(offset, timestamp, key, value, log_append_time, partition_leader_epoch):
+    """See ``_pycore.single_record_batch``."""
+    cdef int64_t off, ts
+    cdef int32_t epoch
+    cdef Py_ssize_t klen, vlen, body, after, total
+    cdef unsigned char *w
+    cdef unsigned char *after_at
+    cdef object out
+    try:
+        off = offset
+        ts = timestamp
+        epoch = partition_leader_epoch
+    except OverflowError:
+        return _py.single_record_batch(offset, timestamp, key, value, log_append_time, partition_leader_epoch)
+    k = _Blob(key)
+    val = _Blob(value)
+    klen = k.length()
+    vlen = val.length()
+    body = 3 + varint_size(klen) + (klen if klen > 0 else 0) + varint_size(vlen) + (vlen if vlen > 0 else 0) + 1
+    after = 40 + varint_size(body) + body
+    if after + 9 > INT32_MAX:
+        return _py.single_record_batch(offset, timestamp, key, value, log_append_time, partition_leader_epoch)
+    total = V2_ATTRIBUTES_AT + after
+    out = PyBytes_FromStringAndSize(NULL, total)
+    w = <unsigned char *>PyBytes_AS_STRING(out)
+    kb_put_i64(w, off)
+    kb_put_i32(w + 8, <int32_t>(after + 9))
+    kb_put_i32(w + V2_LEADER_EPOCH_AT, epoch)
+    w[16] = 2
+    after_at = w + V2_ATTRIBUTES_AT
+    kb_put_i16(after_at, V2_TIMESTAMP_TYPE_MASK if log_append_time else 0)
+    kb_put_i32(after_at + 2, 0)    # last offset delta
+    kb_put_i64(after_at + 6, ts)   # base timestamp
+    kb_put_i64(after_at + 14, ts)  # max timestamp
+    kb_put_i64(after_at + 22, -1)  # producer id
+    kb_put_i16(after_at + 30, -1)  # producer epoch
+    kb_put_i32(after_at + 32, -1)  # base sequence
+    kb_put_i32(after_at + 36, 1)   # records count
+    w = put_varint(after_at + 40, body)
+    w[0] = 0  # record attributes
+    w[1] = 0  # timestamp delta
+    w[2] = 0  # offset delta
+    w = put_varint(w + 3, klen)
+    if klen > 0:
+        memcpy(w, k.view.buf, <size_t>klen)
+        w += klen
+    w = put_varint(w, vlen)
+    if vlen > 0:
+        memcpy(w, val.view.buf, <size_t>vlen)
+        w += vlen
+    w[0] = 0  # no headers
+    kb_put_u32(<unsigned char *>PyBytes_AS_STRING(out) + V2_CRC_AT, kcrc32c(0, after_at, <size_t>after))
+    return out
+
+
+cdef class _RecordParts:
+    """One record's pieces for :func:`encode_records`: buffers of key, value and headers."""
+
+    cdef _Blob key
+    cdef _Blob value
+    cdef list headers  # [(_Blob utf-8 key, _Blob value)]
+    cdef int64_t offset_delta
+    cdef int64_t timestamp_delta
+    cdef Py_ssize_t body
+
+
+def encode_records(records, base_offset, base_timestamp):
+    """See ``_pycore.encode_records``."""
+    cdef int64_t boff, bts, off, ts, delta, prev = -1, max_ts = -1, tdelta
+    cdef Py_ssize_t total = 0, body, hl, i, n
+    cdef _RecordParts rp
+    cdef _Blob hk, hv
+    cdef list items = []
+    cdef unsigned char *w
+    cdef object out
+    try:
+        boff = base_offset
+        bts = base_timestamp
+    except OverflowError:
+        return _py.encode_records(records, base_offset, base_timestamp)
+    for r in records:
+        if type(r) is not Record:
+            return _py.encode_records(records, base_offset, base_timestamp)
+        try:
+            off = <object>PyTuple_GET_ITEM(r, 0)
+            ts = <object>PyTuple_GET_ITEM(r, 1)
+        except OverflowError:
+            return _py.encode_records(records, base_offset, base_timestamp)
+        if kb_sub_ovf(off, boff, &delta) or kb_sub_ovf(ts, bts, &tdelta):
+            return _py.encode_records(records, base_offset, base_timestamp)
+        if delta <= prev or delta > INT32_MAX:
+            raise ValueError(f"record offset {off} does not fit the batch (delta {delta})")
+        prev = delta
+        if ts > max_ts:
+            max_ts = ts
+        rp = _RecordParts.__new__(_RecordParts)
+        rp.offset_delta = delta
+        rp.timestamp_delta = tdelta
+        rp.key = _Blob(<object>PyTuple_GET_ITEM(r, 2))
+        rp.value = _Blob(<object>PyTuple_GET_ITEM(r, 3))
+        headers = <object>PyTuple_GET_ITEM(r, 4)
+        body = 1 + varint_size(tdelta) + varint_size(delta)
+        body += 1 if rp.key.length() < 0 else varint_size(rp.key.length()) + rp.key.length()
+        body += 1 if rp.value.length() < 0 else varint_size(rp.value.length()) + rp.value.length()
+        if not headers:
+            rp.headers = None
+            body += 1
+        else:
+            rp.headers = []
+            body += varint_size(len(headers))
+            for h in headers:
+                hk = _Blob(h.key.encode("utf-8", "surrogateescape"))
+                hv = _Blob(h.value)
+                rp.headers.append((hk, hv))
+                body += varint_size(hk.length()) + hk.length()
+                body += 1 if hv.length() < 0 else varint_size(hv.length()) + hv.length()
+        rp.body = body
+        total += varint_size(body) + body
+        items.append(rp)
+    out = PyBytes_FromStringAndSize(NULL, total)
+    w = <unsigned char *>PyBytes_AS_STRING(out)
+    n = len(items)
+    for i in range(n):
+        rp = <_RecordParts>items[i]
+        w = put_varint(w, rp.body)
+        w[0] = 0  # record attributes
+        w = put_varint(w + 1, rp.timestamp_delta)
+        w = put_varint(w, rp.offset_delta)
+        w = put_varint(w, rp.key.length())
+        if rp.key.length() > 0:
+            memcpy(w, rp.key.view.buf, <size_t>rp.key.length())
+            w += rp.key.length()
+        w = put_varint(w, rp.value.length())
+        if rp.value.length() > 0:
+            memcpy(w, rp.value.view.buf, <size_t>rp.value.length())
+            w += rp.value.length()
+        if rp.headers is None:
+            w[0] = 0
+            w += 1
+        else:
+            w = put_varint(w, len(rp.headers))
+            for hk, hv in rp.headers:
+                hl = hk.length()
+                w = put_varint(w, hl)
+                if hl > 0:
+                    memcpy(w, hk.view.buf, <size_t>hl)
+                    w += hl
+                hl = hv.length()
+                w = put_varint(w, hl)
+                if hl > 0:
+                    memcpy(w, hv.view.buf, <size_t>hl)
+                    w += hl
+    return out, max_ts, prev
+
+
+# ---------------------------------------------------------------- deep validation of a segment
+
+
+cdef int64_t *int64_array(object values, Py_ssize_t *n) except? NULL:
+    cdef Py_ssize_t i
+    cdef int64_t *a
+    n[0] = len(values)
+    a = <int64_t *>malloc(<size_t>(n[0] if n[0] else 1) * sizeof(int64_t))
+    if a == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n[0]):
+            a[i] = values[i]
+    except BaseException:
+        free(a)
+        raise
+    return a
+
+
+cdef class SegmentWalker:
+    """The regular batches of a segment, walked and judged in C for ``logdir.validate``.
+
+    :meth:`advance` consumes consecutive complete batches of a buffer as long as each one is
+    regular and would give no finding at all: CRC, framing, deep structure (v2 records; the
+    inner messages of v0/v1 wrappers, after ``decompress``), the offset rules of
+    ``validate.batch_offset_problems``, the leader epoch, and the offset and time index
+    entries that fall on it. It stops before the first batch it cannot vouch for, which the
+    caller then handles batch by batch (same findings and errors as without the walker). The
+    state the caller's loop carries (``prev_last``, ``max_ts``, ``oi``, ``ti``) is read and
+    written through the attributes; ``batches`` and ``records`` count what was consumed here.
+    """
+
+    cdef public int64_t prev_last
+    cdef public int64_t max_ts
+    cdef public Py_ssize_t oi
+    cdef public Py_ssize_t ti
+    cdef public Py_ssize_t batches
+    cdef public Py_ssize_t records
+    cdef public bint enabled  # False: advance() consumes nothing (the caller's state left int64)
+    cdef bint deep
+    cdef int64_t base
+    cdef bint has_next
+    cdef int64_t next_base
+    cdef object decompress
+    cdef int64_t *idx_off
+    cdef int64_t *idx_pos
+    cdef Py_ssize_t n_idx
+    cdef int64_t *time_ts
+    cdef int64_t *time_off
+    cdef Py_ssize_t n_time
+    cdef int64_t *epoch_start
+    cdef int64_t *epoch
+    cdef Py_ssize_t n_epochs
+    cdef Buf ents
+    cdef object _mv  # the buffer being walked, for the codec's input slices
+
+    def __cinit__(self):
+        self.idx_off = self.idx_pos = self.time_ts = self.time_off = self.epoch_start = self.epoch = NULL
+        self.ents = Buf(NULL, 0, 0)
+
+    def __init__(self, *, bint deep, base_offset, next_base_offset, offset_entries, time_entries, leader_epochs,
+                 decompress):
+        """``offset_entries`` (offset, position) and ``time_entries`` (timestamp, offset) as
+        read from the indexes, ``leader_epochs`` (epoch, start offset) or None;
+        ``decompress(codec id, value, magic) -> bytes``. OverflowError when a value does not
+        fit int64 (the caller then validates without the walker)."""
+        self.deep = deep
+        self.base = base_offset
+        self.prev_last = self.base - 1
+        self.has_next = next_base_offset is not None
+        self.next_base = next_base_offset if self.has_next else 0
+        self.max_ts = -1
+        self.oi = self.ti = self.batches = self.records = 0
+        self.enabled = True
+        self.decompress = decompress
+        self.idx_off = int64_array([e[0] for e in offset_entries], &self.n_idx)
+        self.idx_pos = int64_array([e[1] for e in offset_entries], &self.n_idx)
+        self.time_ts = int64_array([e[0] for e in time_entries], &self.n_time)
+        self.time_off = int64_array([e[1] for e in time_entries], &self.n_time)
+        epochs = leader_epochs or ()
+        self.epoch = int64_array([e[0] for e in epochs], &self.n_epochs)
+        self.epoch_start = int64_array([e[1] for e in epochs], &self.n_epochs)
+
+    def __dealloc__(self):
+        free(self.idx_off)
+        free(self.idx_pos)
+        free(self.time_ts)
+        free(self.time_off)
+        free(self.epoch_start)
+        free(self.epoch)
+        buf_free(&self.ents)
+
+    def advance(self, buf, Py_ssize_t at, int64_t file_pos):
+        """Consume the regular batches of ``buf`` from ``at`` (file position ``file_pos`` of
+        ``buf[0]``); return where the first batch not consumed starts."""
+        cdef Py_buffer v
+        cdef const unsigned char *d
+        cdef int32_t size
+        cdef unsigned char magic
+        cdef int ok
+        if not self.enabled:
+            return at
+        get_view(buf, &v)
+        self._mv = buf
+        try:
+            d = <const unsigned char *>v.buf
+            while v.len - at > MIN_ENTRY_HEAD:
+                size = kb_i32(d + at + 8)
+                if size < MIN_MESSAGE_SIZE or size > v.len - at - LOG_OVERHEAD:
+                    break  # corrupt or not complete in this buffer: the caller's loop decides
+                magic = d[at + MAGIC_AT]
+                if magic == 2:
+                    ok = self._v2(d + at, at, size, file_pos + at)
+                elif magic <= 1:
+                    ok = self._legacy(d + at, at, size, magic, file_pos + at)
+                else:
+                    ok = 0
+                if ok <= 0:
+                    break
+                at += LOG_OVERHEAD + size
+            return at
+        finally:
+            self._mv = None
+            PyBuffer_Release(&v)
+
+    cdef object _decompressed(self, Py_ssize_t start, Py_ssize_t n, int codec, int magic):
+        """The codec's output for ``n`` bytes at ``start`` of the walked buffer, or None on any
+        error (the caller's careful path then raises it, with its position)."""
+        if not isinstance(self._mv, memoryview):
+            self._mv = memoryview(self._mv)
+        try:
+            return self.decompress(codec, self._mv[start : start + n], magic)
+        except Exception:
+            return None
+
+    cdef int _v2(self, const unsigned char *p, Py_ssize_t at, int32_t size, int64_t pos) except -1:
+        cdef int64_t first, last, sfirst = 0, slast = 0, base_ts, max_ts
+        cdef int32_t lod, count, ple
+        cdef int16_t attributes
+        cdef int codec, rc
+        cdef Py_ssize_t nrec = 0, n = 0
+        cdef Py_buffer dv
+        if size + LOG_OVERHEAD < V2_HEADER:
+            return 0
+        if kcrc32c(0, p + V2_ATTRIBUTES_AT, <size_t>(size + LOG_OVERHEAD - V2_ATTRIBUTES_AT)) != kb_u32(p + V2_CRC_AT):
+            return 0
+        count = kb_i32(p + V2_RECORDS_COUNT_AT)
+        lod = kb_i32(p + V2_LAST_OFFSET_DELTA_AT)
+        if count < 0 or lod < 0:
+            return 0
+        first = kb_i64(p)
+        if kb_add_ovf(first, lod, &last):
+            return 0
+        attributes = kb_i16(p + V2_ATTRIBUTES_AT)
+        base_ts = kb_i64(p + V2_BASE_TIMESTAMP_AT)
+        if self.deep:
+            codec = attributes & V2_CODEC_MASK
+            if codec == 0:
+                rc = walk_v2(p + V2_HEADER, size + LOG_OVERHEAD - V2_HEADER, count, first, base_ts, False, 0, NULL,
+                             NULL, &sfirst, &slast, &nrec)
+            elif codec <= V2_MAX_CODEC:
+                data = self._decompressed(at + V2_HEADER, size + LOG_OVERHEAD - V2_HEADER, codec, 2)
+                if data is None:
+                    return 0
+                get_view(data, &dv)
+                try:
+                    rc = walk_v2(<const unsigned char *>dv.buf, dv.len, count, first, base_ts, False, 0, NULL, NULL,
+                                 &sfirst, &slast, &nrec)
+                finally:
+                    PyBuffer_Release(&dv)
+            else:
+                return 0
+            if rc <= 0:
+                return 0
+            n = count
+            # the record offsets must lie in the batch's range (validate's "record-offset")
+            if nrec and (sfirst < first or slast > last):
+                return 0
+        ple = kb_i32(p + V2_LEADER_EPOCH_AT)
+        if not self._offsets_ok(first, last, False):
+            return 0
+        if self.n_epochs and not self._epoch_ok(first, ple):
+            return 0
+        max_ts = kb_i64(p + V2_MAX_TIMESTAMP_AT)
+        return self._commit(pos, first, last, max_ts, n)
+
+    cdef int _legacy(self, const unsigned char *p, Py_ssize_t at, int32_t size, int magic, int64_t pos) except -1:
+        cdef bint v1 = magic == 1
+        cdef Py_ssize_t mend = LOG_OVERHEAD + size, kp, vp
+        cdef int32_t klen, vlen
+        cdef int attributes, codec, rc
+        cdef int64_t offset, ts, first, wrapper_ts
+        cdef Py_ssize_t n = 0
+        cdef bint shallow = False
+        cdef Py_buffer dv
+        if size < (V1_RECORD_OVERHEAD if v1 else V0_RECORD_OVERHEAD):
+            return 0
+        if kcrc32(0, p + MAGIC_AT, <size_t>(mend - MAGIC_AT)) != kb_u32(p + CRC_AT):
+            return 0
+        kp = V1_KEY_LENGTH_AT if v1 else V0_KEY_LENGTH_AT
+        klen = kb_i32(p + kp)
+        vp = kp + 4 + (klen if klen > 0 else 0)
+        if klen < -1 or vp + 4 > mend:
+            return 0
+        vlen = kb_i32(p + vp)
+        if vlen < -1 or vp + 4 + (vlen if vlen > 0 else 0) != mend:
+            return 0
+        attributes = p[ATTRIBUTES_AT]
+        codec = attributes & LEGACY_CODEC_MASK
+        offset = kb_i64(p)
+        ts = kb_i64(p + V1_TIMESTAMP_AT) if v1 else -1
+        first = offset
+        if codec:
+            if vlen < 0:
+                return 0  # a wrapper without a value
+            if not self.deep:
+                shallow = True  # judged by its last offset, as Kafka's recovery does
+            elif codec > LEGACY_MAX_CODEC:
+                return 0
+            else:
+                data = self._decompressed(at + vp + 4, vlen, codec, magic)
+                if data is None:
+                    return 0
+                get_view(data, &dv)
+                try:
+                    rc = scan_inner_c(<const unsigned char *>dv.buf, dv.len, magic, offset, False, 0, &self.ents)
+                finally:
+                    PyBuffer_Release(&dv)
+                if rc < 0:
+                    raise MemoryError()
+                if rc == 0:
+                    return 0
+                first = (<Entry *>self.ents.p)[0].off
+                n = self.ents.n // sizeof(Entry)
+        elif self.deep:
+            n = 1
+        if not self._offsets_ok(first, offset, shallow):
+            return 0
+        return self._commit(pos, (self.prev_last + 1) if shallow else first, offset, ts, n)
+
+    cdef bint _offsets_ok(self, int64_t first, int64_t last, bint shallow):
+        """No finding of validate.batch_offset_problems (without its span rule, checked by _v2)."""
+        cdef int64_t rel
+        if (last if shallow else first) <= self.prev_last:
+            return False
+        if kb_sub_ovf(last, self.base, &rel) or rel > INT32_MAX:
+            return False
+        if self.has_next and last >= self.next_base:
+            return False
+        return True
+
+    cdef bint _epoch_ok(self, int64_t first, int32_t ple):
+        """The batch's leader epoch is the checkpoint's for its base offset (bisect_right - 1), or
+        -1 (no epoch: Kafka's LogSegment.recover builds cache entries only from batches with one)."""
+        cdef Py_ssize_t lo = 0, hi = self.n_epochs, mid
+        if ple == -1:
+            return True
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if first < self.epoch_start[mid]:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo == 0 or self.epoch[lo - 1] == ple
+
+    cdef int _commit(self, int64_t pos, int64_t floor, int64_t last, int64_t batch_max_ts, Py_ssize_t n):
+        """Index entries on this batch, all without a finding, then the new state; 0 when an
+        entry would give one (nothing is changed then)."""
+        cdef Py_ssize_t oi = self.oi, ti = self.ti
+        cdef int64_t max_ts = batch_max_ts if batch_max_ts > self.max_ts else self.max_ts
+        if oi < self.n_idx and self.idx_pos[oi] < pos:
+            return 0  # an entry pointing inside the previous batch
+        while oi < self.n_idx and self.idx_pos[oi] == pos:
+            if self.idx_off[oi] < floor or self.idx_off[oi] != last:
+                return 0  # an error, or the info finding of a multi-batch append
+            oi += 1
+        while ti < self.n_time and self.time_off[ti] <= last:
+            if self.time_ts[ti] > max_ts:
+                return 0
+            ti += 1
+        self.oi = oi
+        self.ti = ti
+        self.prev_last = last
+        self.max_ts = max_ts
+        self.batches += 1
+        if self.deep:
+            self.records += n
+        return 1

@@ -1,0 +1,191 @@
+/* CRC-32 and CRC-32C: see kcrc.h. */
+#include "kcrc.h"
+
+#include <string.h>
+
+#define POLY_CRC32 0xEDB88320u
+#define POLY_CRC32C 0x82F63B78u
+
+static uint32_t t32[8][256];
+static uint32_t t32c[8][256];
+static int hw_flags;
+
+static void make_tables(uint32_t t[8][256], uint32_t poly) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ poly : c >> 1;
+        t[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = t[0][n];
+        for (int k = 1; k < 8; k++) {
+            c = t[0][c & 0xff] ^ (c >> 8);
+            t[k][n] = c;
+        }
+    }
+}
+
+/* Slicing-by-8 on the raw register (not inverted here): 8 table lookups per 8 bytes. */
+static uint32_t crc_tables(uint32_t t[8][256], uint32_t s, const unsigned char *p, size_t n) {
+    while (n && ((uintptr_t)p & 7)) {
+        s = t[0][(s ^ *p++) & 0xff] ^ (s >> 8);
+        n--;
+    }
+    while (n >= 8) {
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + 4, 4);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        lo = __builtin_bswap32(lo);
+        hi = __builtin_bswap32(hi);
+#endif
+        lo ^= s;
+        s = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^
+            t[3][hi & 0xff] ^ t[2][(hi >> 8) & 0xff] ^ t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) s = t[0][(s ^ *p++) & 0xff] ^ (s >> 8);
+    return s;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t s, const unsigned char *p, size_t n) {
+    while (n && ((uintptr_t)p & 7)) {
+        s = _mm_crc32_u8(s, *p++);
+        n--;
+    }
+    uint64_t s64 = s;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        s64 = _mm_crc32_u64(s64, w);
+        p += 8;
+        n -= 8;
+    }
+    s = (uint32_t)s64;
+    while (n--) s = _mm_crc32_u8(s, *p++);
+    return s;
+}
+
+/* Folding constants for the reflected CRC-32 polynomial (x^k mod P, bit-reflected, as in
+ * Intel's paper): fold by 4x128 bits, by 128 bits, 128 -> 64 bits, then Barrett reduction
+ * with P' = 0x1DB710641 and mu = 0x1F7011641. */
+#define K1 0x0154442bd4ULL
+#define K2 0x01c6e41596ULL
+#define K3 0x01751997d0ULL
+#define K4 0x00ccaa009eULL
+#define K5 0x0163cd6124ULL
+#define P_X 0x01db710641ULL
+#define MU 0x01f7011641ULL
+
+/* n >= 64 and a multiple of 16; s is the raw (inverted) register. */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t crc32_pclmul(uint32_t s, const unsigned char *p,
+                                                                       size_t n) {
+    __m128i x0, x1, x2, x3, x4, x5, x6, x7, x8, y5, y6, y7, y8;
+    x1 = _mm_loadu_si128((const __m128i *)(p + 0x00));
+    x2 = _mm_loadu_si128((const __m128i *)(p + 0x10));
+    x3 = _mm_loadu_si128((const __m128i *)(p + 0x20));
+    x4 = _mm_loadu_si128((const __m128i *)(p + 0x30));
+    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)s));
+    x0 = _mm_set_epi64x((long long)K2, (long long)K1);
+    p += 64;
+    n -= 64;
+    while (n >= 64) {
+        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+        x6 = _mm_clmulepi64_si128(x2, x0, 0x00);
+        x7 = _mm_clmulepi64_si128(x3, x0, 0x00);
+        x8 = _mm_clmulepi64_si128(x4, x0, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+        x2 = _mm_clmulepi64_si128(x2, x0, 0x11);
+        x3 = _mm_clmulepi64_si128(x3, x0, 0x11);
+        x4 = _mm_clmulepi64_si128(x4, x0, 0x11);
+        y5 = _mm_loadu_si128((const __m128i *)(p + 0x00));
+        y6 = _mm_loadu_si128((const __m128i *)(p + 0x10));
+        y7 = _mm_loadu_si128((const __m128i *)(p + 0x20));
+        y8 = _mm_loadu_si128((const __m128i *)(p + 0x30));
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), y5);
+        x2 = _mm_xor_si128(_mm_xor_si128(x2, x6), y6);
+        x3 = _mm_xor_si128(_mm_xor_si128(x3, x7), y7);
+        x4 = _mm_xor_si128(_mm_xor_si128(x4, x8), y8);
+        p += 64;
+        n -= 64;
+    }
+    /* four lanes into one */
+    x0 = _mm_set_epi64x((long long)K4, (long long)K3);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x3), x5);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x4), x5);
+    while (n >= 16) {
+        x2 = _mm_loadu_si128((const __m128i *)p);
+        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+        p += 16;
+        n -= 16;
+    }
+    /* 128 -> 64 bits */
+    x2 = _mm_clmulepi64_si128(x1, x0, 0x10);
+    x3 = _mm_setr_epi32(~0, 0, ~0, 0);
+    x1 = _mm_srli_si128(x1, 8);
+    x1 = _mm_xor_si128(x1, x2);
+    x0 = _mm_set_epi64x(0, (long long)K5);
+    x2 = _mm_srli_si128(x1, 4);
+    x1 = _mm_and_si128(x1, x3);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    /* Barrett reduction to 32 bits */
+    x0 = _mm_set_epi64x((long long)MU, (long long)P_X);
+    x2 = _mm_and_si128(x1, x3);
+    x2 = _mm_clmulepi64_si128(x2, x0, 0x10);
+    x2 = _mm_and_si128(x2, x3);
+    x2 = _mm_clmulepi64_si128(x2, x0, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+#endif
+
+int kcrc_init(int use_hw) {
+    make_tables(t32, POLY_CRC32);
+    make_tables(t32c, POLY_CRC32C);
+    hw_flags = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (use_hw) {
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("sse4.2")) hw_flags |= KCRC_HW_CRC32C;
+        if (__builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1")) hw_flags |= KCRC_HW_CRC32;
+    }
+#else
+    (void)use_hw;
+#endif
+    return hw_flags;
+}
+
+uint32_t kcrc32(uint32_t crc, const unsigned char *p, size_t n) {
+    uint32_t s = ~crc;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if ((hw_flags & KCRC_HW_CRC32) && n >= 64) {
+        size_t bulk = n & ~(size_t)15;
+        s = crc32_pclmul(s, p, bulk);
+        p += bulk;
+        n -= bulk;
+    }
+#endif
+    return ~crc_tables(t32, s, p, n);
+}
+
+uint32_t kcrc32c(uint32_t crc, const unsigned char *p, size_t n) {
+    uint32_t s = ~crc;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (hw_flags & KCRC_HW_CRC32C) return ~crc32c_sse42(s, p, n);
+#endif
+    return ~crc_tables(t32c, s, p, n);
+}
