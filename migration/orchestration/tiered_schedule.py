@@ -67,13 +67,33 @@ def _options(p: TierParams, raw_cluster: str | None, *, snapshots_only: bool):
 
 
 def discover(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, Any]:
-    """Plan this broker's run; returns whether Spark has work and the job arguments."""
-    from migration.migrations.tier.driver import prepare_tier
+    """Plan this broker's run; returns whether Spark has work and the job arguments.
+
+    The store is checked first (names, credentials, a write probe: ``check_store``), before the
+    session is leased or anything planned: a store that cannot be used fails this task with one
+    line, and ``finish`` reports it as the run's error."""
+    from pydantic import ValidationError
+
+    from migration.migrations.tier.driver import (
+        check_store,
+        describe_invalid_options,
+        prepare_tier,
+        record_store_error,
+    )
+    from migration.migrations.tier.store import StoreArgumentError, StoreUnavailable
 
     p = params_of(raw)
     desc = load_cluster(raw.get("cluster"))
     log_dirs = list(desc.node(broker_id).log_dirs)
     rid = broker_run_id(dag_run_id, broker_id)
+    try:
+        options = _options(p, raw.get("cluster"), snapshots_only=False)
+        check_store(options, run_id=rid)
+    except (ValidationError, StoreArgumentError, StoreUnavailable) as exc:
+        msg = describe_invalid_options(exc) if isinstance(exc, ValidationError) else str(exc)
+        record_store_error(rid, msg, {"bucket": p.bucket, "prefix": p.prefix, "aws_conn_id": p.aws_conn_id,
+                                      "dry_run": p.dry_run, "snapshots_only": p.snapshots_only})
+        raise RuntimeError(f"broker {broker_id}: {msg}") from None
     plan = begin_incremental(p.session_name, broker_id, log_dirs, rid, budget_bytes=p.budget_bytes,
                              budget_segments=p.budget_segments)
     selected = [f"{s.topic}-{s.partition}" for s in plan.selected]
@@ -81,8 +101,7 @@ def discover(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, 
     if not selected:
         rd.write_prepare({"nothing_dirty": True, "clean": len(plan.clean)})
         return {"run_id": rid, "work": False, "selected": 0, "clean": len(plan.clean), "args": [], "snap_args": []}
-    rd = prepare_tier(log_dirs, run_id=rid, options=_options(p, raw.get("cluster"), snapshots_only=False),
-                      broker_id=broker_id, only_partitions=selected)
+    rd = prepare_tier(log_dirs, run_id=rid, options=options, broker_id=broker_id, only_partitions=selected)
     units, options = rd.read_job()
     options["lock_log_dirs"] = []  # staging reads segments and only adds snapshot files
     rd.write_job(units, options)
@@ -99,24 +118,25 @@ def discover(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, 
 def verify(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """Independent check of the upload: list each partition's prefix and require, for every
     closed segment, its .log, .indexes and .rsm-manifest, the .log as large as the segment.
-    Objects are read through the S3 backend, keys made by the layout module only."""
+    Objects are read through the store the job names (the object-store interface), keys made by
+    the layout module only."""
     from migration.migrations.tier import layout
-    from migration.migrations.tier.s3 import S3Hook, s3_settings_from_airflow_connection
+    from migration.migrations.tier.driver import TierOptions, open_store
 
     p = params_of(raw)
     rd = RunDir(broker_run_id(dag_run_id, broker_id))
     if not rd.job_path.exists() or p.dry_run or p.snapshots_only:
         return {"verified": 0}
-    units, _ = rd.read_job()
+    units, job_options = rd.read_job()
     staged = {(r.get("topic"), r.get("partition"), s["unit"]) for r in rd.read_results()
               for s in r.get("segment_results", []) if s["status"] == "ok" and s["unit"].endswith(".log")}
-    store = S3Hook(s3_settings_from_airflow_connection(p.aws_conn_id), p.bucket)
+    store = open_store(TierOptions.model_validate(job_options))
     problems: list[str] = []
     verified = 0
     for u in units:
         assert u.topic is not None and u.partition is not None
         prefix = layout.partition_prefix(p.prefix, u.topic, u.params["topic_id"], u.partition)
-        sizes = {o["Key"][len(prefix):]: o["Size"] for o in store.list_objects(prefix)}
+        sizes = {o.key[len(prefix):]: o.size for o in store.list_objects(prefix)}
         for seg in u.params["segments"][:-1]:  # the active segment is never staged
             base = seg["base_offset"]
             if (u.topic, u.partition, names.log_file_name(base)) not in staged:
@@ -145,7 +165,7 @@ def finish(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, An
         report = RunReport.start(RunKind.TIER_PREPARE, params_of(raw).model_dump(mode="json"), run_id=rid)
         report.warn(f"broker {broker_id}: nothing changed since the last run ({prep.get('clean', 0)} partitions "
                     "clean): no Spark job submitted")
-    elif rd.job_path.exists():
+    elif rd.job_path.exists() or prep.get("store_error"):
         report = finalize_tier(rid)
     else:
         report = None

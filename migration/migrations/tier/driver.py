@@ -1,4 +1,4 @@
-"""Tiered-storage readiness (KIP-405, KIP-952): producer snapshots, then staging to S3.
+"""Tiered-storage readiness (KIP-405, KIP-952): producer snapshots, then staging to an object store.
 
 Kafka's RemoteLogManager fails with a NullPointerException on a segment without a
 segment-aligned producer snapshot (data written before 2.8, docs/formats.md §5.5/§5.6). This
@@ -6,14 +6,18 @@ operation, run offline on a stopped broker's log dirs, makes partitions ready an
 closed segments in the object layout of the open-source tiered-storage plugin
 (:mod:`migration.migrations.tier.layout`).
 
-Three steps, shared by the CLI, the inline and Spark engines and the Airflow DAG:
+Four steps, shared by the CLI, the inline and Spark engines and the Airflow DAG:
+  0. :func:`check_store` (driver, before anything is written): credentials, then a write probe
+     (:mod:`.store`: the object-store interface; :mod:`.s3` and :mod:`.filesystem` its backends).
   1. :func:`prepare_tier` (driver): safety (a live lock refuses), inventory, topic ids (from
      ``partition.metadata`` or the metadata log), readiness; one ``tier-partition`` unit per
      ready partition (its snapshots must be rebuilt in offset order, so a partition is never
      split across tasks); ``prepare.json`` lists the partitions that are not ready and why.
-  2. :func:`run_unit` (executor, one boto3 client per task): write the missing ``N.snapshot``
+  2. :func:`run_unit` (executor, one store client per task): write the missing ``N.snapshot``
      files, clean up what an interrupted earlier run left under the partition's prefix, then
      stage each closed segment: ``.log``, ``.indexes``, verified, then ``.rsm-manifest`` last.
+     A dry run writes no snapshot and stages into a throwaway file-system store per unit under
+     the run directory, removing each segment's objects once read back.
   3. :func:`finalize_tier` (driver): the run report and ``remote-log-segment-metadata.jsonl``.
 
 The metadata brokers need to serve the staged segments is not published here: each run writes
@@ -23,14 +27,19 @@ segment, Kafka's field names); docs/operations.md says how an operator publishes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import secrets
+import shutil
+import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from migration.audit.model import (
     Finding,
@@ -51,15 +60,19 @@ from migration.logdir.validate import validate_segment
 from migration.migrations.common.index_repair import ReplacementInFlight, rebuild_reasons, rebuild_segment_indexes
 from migration.migrations.common.leader_epoch import ASSIGNED_CODE, assign_leader_epoch, plan_assignment
 from migration.migrations.tier import layout
+from migration.migrations.tier.filesystem import FileSystemObjectStore, root_from_url
 from migration.migrations.tier.metadata import read_metadata_image
 from migration.migrations.tier.producer_state import ProducerStateError, SnapshotAction, ensure_segment_snapshots
-from migration.migrations.tier.s3 import (
+from migration.migrations.tier.s3 import S3ObjectStore, S3Settings, bucket_name_problem, endpoint_url_problem
+from migration.migrations.tier.store import (
     DEFAULT_PART_SIZE,
     LAYOUT_METADATA_KEY,
     ChecksumMismatch,
-    S3Hook,
-    S3Settings,
+    ObjectStore,
+    StoreUnavailable,
     file_sha256,
+    one_line,
+    prefix_problem,
 )
 from migration.runtime.engine import Progress, Unit, get_engine
 from migration.runtime.runs import RunDir
@@ -69,12 +82,19 @@ log = logging.getLogger(__name__)
 
 JSONL_NAME = "remote-log-segment-metadata.jsonl"
 UNIT_KIND = "tier-partition"
+DRY_RUN_STORE = "dry-run-store"
 
 
 class TierOptions(BaseModel):
-    """Run options; they travel in ``job.json`` to executors, so they never hold a secret."""
+    """Run options; they travel in ``job.json`` to executors, so they never hold a secret.
 
-    bucket: str = Field(min_length=3)
+    The store is a bucket (``bucket``, ``endpoint_url``, ``region``, ...: the S3 backend) or a
+    ``store_url`` of the form ``file:///PATH`` (the file-system backend). Names are checked
+    here, so a wrong one fails before anything happens, in one line (:func:`check_store` then
+    checks credentials and reachability)."""
+
+    bucket: str | None = None
+    store_url: str | None = Field(default=None, description="file:///PATH: stage into a directory instead of S3")
     endpoint_url: str | None = None
     prefix: str = ""
     region: str = "us-east-1"
@@ -97,11 +117,80 @@ class TierOptions(BaseModel):
     connect_timeout: float = 10.0
     read_timeout: float = 60.0
     max_attempts: int = Field(default=5, ge=1)
+    scratch_dir: str | None = Field(default=None, description="Where a dry run's throwaway stores go (set by "
+                                    "prepare: the run directory)")
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket_name(cls, value: str | None) -> str | None:
+        if value is not None and (problem := bucket_name_problem(value)):
+            raise ValueError(problem)
+        return value
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is not None and (problem := endpoint_url_problem(value)):
+            raise ValueError(problem)
+        return value
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if problem := prefix_problem(value):
+            raise ValueError(problem)
+        return value
+
+    @field_validator("store_url")
+    @classmethod
+    def _store_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            root_from_url(value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_store(self) -> Self:
+        if self.bucket is None and self.store_url is None:
+            raise ValueError("no store: give a bucket (S3) or a store URL file:///PATH")
+        if self.bucket is not None and self.store_url is not None:
+            raise ValueError("give a bucket (S3) or a store URL (file:///PATH), not both")
+        if self.store_url is not None and (self.endpoint_url or self.profile or self.aws_conn_id):
+            raise ValueError("an endpoint URL, profile or Airflow connection is for S3 (a bucket), not a store URL")
+        return self
 
     def s3_settings(self) -> S3Settings:
         return S3Settings(endpoint_url=self.endpoint_url, region=self.region, path_style=self.path_style,
                           profile=self.profile, aws_conn_id=self.aws_conn_id, connect_timeout=self.connect_timeout,
                           read_timeout=self.read_timeout, max_attempts=self.max_attempts)
+
+    def store_location(self) -> str:
+        """The store in words, for messages (never a secret)."""
+        if self.store_url is not None:
+            return f"file store {root_from_url(self.store_url)}"
+        return f"bucket {self.bucket} at {self.endpoint_url or 'AWS'}"
+
+
+def open_store(options: TierOptions) -> ObjectStore:
+    """The store the options name: the file-system backend for a store URL, else S3. Raises
+    :class:`~.store.StoreArgumentError` when the client cannot be made (an unknown profile or
+    Airflow connection)."""
+    if options.store_url is not None:
+        return FileSystemObjectStore(root_from_url(options.store_url))
+    assert options.bucket is not None  # the model requires one of the two
+    return S3ObjectStore(options.s3_settings(), options.bucket)
+
+
+def check_store(options: TierOptions, *, run_id: str) -> None:
+    """What a run checks before it writes a snapshot or uploads anything (the names were
+    checked by :class:`TierOptions`): the credentials resolve (:class:`~.store.StoreArgumentError`:
+    exit 2), then one small probe object under the prefix is written, read back, listed and
+    deleted (:class:`~.store.StoreUnavailable`: a run-level error, exit 1). A dry run and a
+    snapshots-only run use no store, so they check nothing here."""
+    if options.dry_run or options.snapshots_only:
+        return
+    store = open_store(options)
+    store.check_credentials()
+    store.check_writable(layout.probe_key(options.prefix, f"{run_id}-{secrets.token_hex(4)}"))
 
 
 class NotReady(BaseModel):
@@ -142,6 +231,8 @@ def prepare_tier(log_dirs: list[str | os.PathLike[str]], *, run_id: str, options
     Raises :class:`Refused` when a live broker holds a log dir."""
     started = time.time()
     rd = RunDir(run_id)
+    if options.dry_run and options.scratch_dir is None:
+        options = options.model_copy(update={"scratch_dir": str(rd.path / DRY_RUN_STORE)})
     warnings: list[str] = check_not_live(log_dirs, run_id=run_id)
     dirs = [scan_log_dir(d) for d in log_dirs]
     for d in dirs:
@@ -300,16 +391,18 @@ def _manifest_for(ctx: _StageContext, plan: _SegmentPlan, seg_uuid: str, blob: l
     )
 
 
-def _stage_segment(hook: S3Hook | None, ctx: _StageContext, plan: _SegmentPlan, log_sha: str
+def _stage_segment(store: ObjectStore, ctx: _StageContext, plan: _SegmentPlan, log_sha: str
                    ) -> tuple[UnitStatus, dict[str, Any] | None, list[Finding]]:
     """Stage one closed segment. Returns (status, metadata record, warnings); raises on failure
     after removing what this attempt wrote (the manifest is written only after both data
-    objects are verified, so no manifest ever points at missing or partial data)."""
+    objects are verified, so no manifest ever points at missing or partial data). A dry run
+    stages into its throwaway store and removes the objects again: PLANNED, no record."""
     opts = ctx.options
     pdir = Path(ctx.pdir)
     prefix = names.filename_prefix_from_offset(plan.base)
     seg_uuid = layout.segment_uuid(ctx.topic_id, ctx.partition, plan.base, log_sha)
-    stem = layout.object_stem(opts.prefix, ctx.topic, ctx.topic_id, ctx.partition, plan.base, seg_uuid)
+    keys = layout.SegmentKeys.of(layout.object_stem(opts.prefix, ctx.topic, ctx.topic_id, ctx.partition, plan.base,
+                                                    seg_uuid))
     entries = [EpochEntry(e, o) for e, o in ctx.epochs]
     epochs = segment_leader_epochs(entries, plan.base, plan.next_offset)
     if not epochs:
@@ -332,51 +425,45 @@ def _stage_segment(hook: S3Hook | None, ctx: _StageContext, plan: _SegmentPlan, 
     blob = layout.build_indexes_blob(offset_index, time_index, snapshot,
                                      layout.leader_epoch_index_text(entries, plan.next_offset), txn)
     manifest = _manifest_for(ctx, plan, seg_uuid.to_string(), blob, epochs)
-    if opts.dry_run or hook is None:
-        return UnitStatus.PLANNED, None, []
     meta = {LAYOUT_METADATA_KEY: layout.LAYOUT_NAME}
-    existing = hook.head(stem + layout.MANIFEST_SUFFIX)
-    if existing is not None:
-        old = layout.SegmentManifest.from_bytes(hook.get_bytes(stem + layout.MANIFEST_SUFFIX))
+    if store.head(keys.manifest) is not None:
+        old = layout.SegmentManifest.from_bytes(store.get_bytes(keys.manifest))
         same = (old.segment_indexes == manifest.segment_indexes
                 and old.chunk_index == manifest.chunk_index
-                and hook.matches(stem + layout.LOG_SUFFIX, size=plan.size, sha256=log_sha)
-                and hook.matches(stem + layout.INDEXES_SUFFIX, size=len(blob.data),
-                                 sha256=_sha256(blob.data)))
+                and store.matches(keys.log, size=plan.size, sha256=log_sha)
+                and store.matches(keys.indexes, size=len(blob.data), sha256=_sha256(blob.data)))
         if same:
             return UnitStatus.SKIPPED, _record(old, txn), []
         # A manifest whose data is missing or different must not survive: drop it first.
-        hook.delete([stem + layout.MANIFEST_SUFFIX])
-    written: list[str] = []
+        store.delete([keys.manifest])
     try:
-        log_key = stem + layout.LOG_SUFFIX
-        if not _reusable(hook, log_key, plan.size, log_sha, opts.part_size):
-            written.append(log_key)
-            hook.upload_file(log_key, pdir / names.log_file_name(plan.base), sha256=log_sha, part_size=opts.part_size,
-                             multipart_threshold=opts.multipart_threshold, metadata=meta)
-        idx_key = stem + layout.INDEXES_SUFFIX
-        written.append(idx_key)
-        hook.put_bytes(idx_key, blob.data, metadata=meta)
-        written.append(stem + layout.MANIFEST_SUFFIX)
-        hook.put_bytes(stem + layout.MANIFEST_SUFFIX, manifest.to_bytes(), content_type="application/json",
-                       metadata=meta)
+        if not _reusable(store, keys.log, plan.size, log_sha, opts.part_size):
+            store.upload_file(keys.log, pdir / names.log_file_name(plan.base), sha256=log_sha,
+                              part_size=opts.part_size, multipart_threshold=opts.multipart_threshold, metadata=meta)
+        store.put_bytes(keys.indexes, blob.data, metadata=meta)
+        store.put_bytes(keys.manifest, manifest.to_bytes(), content_type="application/json", metadata=meta)
     except BaseException:
         # Orphans removed on failure (best effort: the next run's cleanup catches the rest).
         try:
-            hook.delete([stem + s for s in (layout.MANIFEST_SUFFIX, layout.INDEXES_SUFFIX, layout.LOG_SUFFIX)])
+            store.delete(keys.manifest_first())
         except Exception as exc:
-            log.warning("cleanup of %s failed: %s", stem, exc)
+            log.warning("cleanup of %s failed: %s", keys.manifest, exc)
         raise
+    if opts.dry_run:
+        # Staged and read back in the throwaway store: what a real run would upload works.
+        # Removed at once, so the scratch space is one segment's objects at a time.
+        store.delete(keys.manifest_first())
+        return UnitStatus.PLANNED, None, []
     return UnitStatus.OK, _record(manifest, txn), []
 
 
-def _reusable(hook: S3Hook, key: str, size: int, sha256: str, part_size: int) -> bool:
+def _reusable(store: ObjectStore, key: str, size: int, sha256: str, part_size: int) -> bool:
     """A data object left by an interrupted run of this very segment: reuse it only after
     reading it back in full (its metadata claims the right SHA-256; the bytes must agree)."""
-    if not hook.matches(key, size=size, sha256=sha256):
+    if not store.matches(key, size=size, sha256=sha256):
         return False
     try:
-        hook.verify(key, size=size, sha256=sha256, part_size=part_size)
+        store.verify(key, size=size, sha256=sha256, part_size=part_size)
     except ChecksumMismatch as exc:
         log.warning("not reusing %s: %s", key, exc)
         return False
@@ -403,19 +490,19 @@ class _NotStageable(Exception):
         self.code = code
 
 
-def _cleanup_partition_prefix(hook: S3Hook, part_prefix: str, keep_stems: set[str]) -> list[Finding]:
+def _cleanup_partition_prefix(store: ObjectStore, part_prefix: str, keep_stems: set[str]) -> list[Finding]:
     """What an interrupted run left: abort every incomplete multipart upload under the
     partition's prefix (one unit per partition, so none of them is being completed), delete
     manifests whose data is gone and data objects that have no manifest, except those of a
     segment this unit is about to stage (they are verified and reused, or replaced)."""
     found: list[Finding] = []
-    for key, upload_id, _ in hook.list_multipart_uploads(part_prefix):
-        hook.abort_multipart(key, upload_id)
-        found.append(Finding(message=f"aborted a stale multipart upload of {key}", code="STALE_MULTIPART",
-                             file=key))
+    for upload in store.list_multipart_uploads(part_prefix):
+        store.abort_multipart(upload.key, upload.upload_id)
+        found.append(Finding(message=f"aborted a stale multipart upload of {upload.key}", code="STALE_MULTIPART",
+                             file=upload.key))
     by_stem: dict[str, set[str]] = {}
-    for obj in hook.list_objects(part_prefix):
-        parts = layout.split_key(obj["Key"])
+    for obj in store.list_objects(part_prefix):
+        parts = layout.split_key(obj.key)
         if parts is not None:
             by_stem.setdefault(parts[0], set()).add(parts[1])
     doomed: list[str] = []
@@ -425,7 +512,7 @@ def _cleanup_partition_prefix(hook: S3Hook, part_prefix: str, keep_stems: set[st
             continue
         doomed.extend(stem + s for s in sorted(suffixes))
     if doomed:
-        hook.delete(doomed)
+        store.delete(doomed)
         found.extend(Finding(message=f"removed orphan object {k} (no complete segment)", code="ORPHAN_REMOVED",
                              file=k) for k in doomed)
     return found
@@ -434,6 +521,15 @@ def _cleanup_partition_prefix(hook: S3Hook, part_prefix: str, keep_stems: set[st
 def run_unit(unit: Unit, options: dict[str, Any] | TierOptions) -> dict[str, Any]:
     """Executor side of one partition: snapshots, then staging of its closed segments in order."""
     opts = options if isinstance(options, TierOptions) else TierOptions.model_validate(options)
+    scratch = _scratch_store_root(opts) if opts.dry_run else None
+    try:
+        return _run_unit(unit, opts, scratch)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, Any]:
     started = time.monotonic()
     pdir = Path(unit.path)
     assert unit.topic is not None and unit.partition is not None
@@ -483,25 +579,25 @@ def run_unit(unit: Unit, options: dict[str, Any] | TierOptions) -> dict[str, Any
                 r.model_dump(mode="json") for r in results], "segment_metadata": []}
     ctx = _StageContext(topic=unit.topic, partition=unit.partition, topic_id=topic_id, broker_id=unit.broker_id,
                         pdir=str(pdir), epochs=epochs, options=opts)
-    hook: S3Hook | None = None
+    store: ObjectStore | None = None
     shas: dict[int, str] = {}
     failed_at: int | None = None
     try:
-        if not opts.dry_run:
-            hook = S3Hook(opts.s3_settings(), opts.bucket)
+        # A dry run stages into a throwaway file-system store of its own (docs/operations.md): the
+        # same code path as a real run, the configured store never touched.
+        store = FileSystemObjectStore(scratch) if scratch is not None else open_store(opts)
         keep: set[str] = set()
         for plan in plans:
             shas[plan.base] = file_sha256(pdir / names.log_file_name(plan.base))
             seg_uuid = layout.segment_uuid(topic_id, unit.partition, plan.base, shas[plan.base])
             keep.add(layout.object_stem(opts.prefix, unit.topic, topic_id, unit.partition, plan.base, seg_uuid))
-        if hook is not None:
-            part_findings.extend(_cleanup_partition_prefix(
-                hook, layout.partition_prefix(opts.prefix, unit.topic, topic_id, unit.partition), keep))
+        part_findings.extend(_cleanup_partition_prefix(
+            store, layout.partition_prefix(opts.prefix, unit.topic, topic_id, unit.partition), keep))
     except Exception as exc:
         err = Finding(message=f"before staging: {type(exc).__name__}: {exc}", code="STAGING_FAILED", file=str(pdir))
         return {**base_out, "status": "failed", "error": str(exc), "unit_result": partition_result(
             UnitStatus.FAILED, [err]).model_dump(mode="json"), "segment_results": [
-            r.model_dump(mode="json") for r in results], "segment_metadata": [], "requests": _requests(hook)}
+            r.model_dump(mode="json") for r in results], "segment_metadata": [], "requests": _requests(store)}
 
     for plan in plans:
         seg_started = time.monotonic()
@@ -517,7 +613,7 @@ def run_unit(unit: Unit, options: dict[str, Any] | TierOptions) -> dict[str, Any
                     Finding(code="INDEX_REBUILT", message="a real run rebuilds its indexes first: " + "; ".join(
                         str(f) for f in repairs))]))
                 continue
-            status, record, warns = _stage_segment(hook, ctx, plan, shas[plan.base])
+            status, record, warns = _stage_segment(store, ctx, plan, shas[plan.base])
             if record is not None:
                 records.append({**record, "newlyStaged": status is UnitStatus.OK})
             if repairs:
@@ -539,7 +635,7 @@ def run_unit(unit: Unit, options: dict[str, Any] | TierOptions) -> dict[str, Any
                                (UnitStatus.PLANNED if opts.dry_run else UnitStatus.OK))
     return {**base_out, "status": status, "unit_result": summary.model_dump(mode="json"),
             "segment_results": [r.model_dump(mode="json") for r in results], "segment_metadata": records,
-            "requests": _requests(hook)}
+            "requests": _requests(store)}
 
 
 def _assign_epoch(pdir: Path, results: list[UnitResult], *, dry_run: bool) -> list[tuple[int, int]] | None:
@@ -557,8 +653,16 @@ def _assign_epoch(pdir: Path, results: list[UnitResult], *, dry_run: bool) -> li
     return [tuple(e) for e in a.after]
 
 
-def _requests(hook: S3Hook | None) -> dict[str, int]:
-    return dict(hook.requests) if hook is not None else {}
+def _requests(store: ObjectStore | None) -> dict[str, int]:
+    return dict(store.requests) if store is not None else {}
+
+
+def _scratch_store_root(opts: TierOptions) -> Path:
+    """A fresh directory for one dry-run unit's throwaway store, under the run directory (not
+    the system temp dir, which may be memory-backed: it holds a segment's objects at a time)."""
+    base = Path(opts.scratch_dir) if opts.scratch_dir else Path(tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="unit-", dir=base))
 
 
 def _validate_closed_segment(pdir: Path, plan: _SegmentPlan, epochs: list[tuple[int, int]], *, repair: bool
@@ -585,11 +689,9 @@ def _validate_closed_segment(pdir: Path, plan: _SegmentPlan, epochs: list[tuple[
 
 
 def _report_params(options: dict[str, Any]) -> dict[str, Any]:
-    keep = ("bucket", "endpoint_url", "prefix", "region", "path_style", "part_size", "multipart_threshold",
-            "chunk_size",
-            "snapshots_only", "dry_run", "metadata_log_dirs", "compacted_topics", "excluded_topics", "profile",
-            "aws_conn_id",
-            "assign_leader_epoch")
+    keep = ("bucket", "store_url", "endpoint_url", "prefix", "region", "path_style", "part_size",
+            "multipart_threshold", "chunk_size", "snapshots_only", "dry_run", "metadata_log_dirs", "compacted_topics",
+            "excluded_topics", "profile", "aws_conn_id", "assign_leader_epoch")
     return {k: options.get(k) for k in keep}
 
 
@@ -610,6 +712,8 @@ def finalize_tier(run_id: str) -> RunReport:
                              now=datetime.fromtimestamp(started, UTC) if started else None)
     if prep.get("refusal"):
         report.refuse(prep["refusal"])
+    if prep.get("store_error"):
+        report.error(f"store not usable, nothing written or uploaded: {prep['store_error']}")
     for w in prep.get("warnings", []):
         report.warn(w)
     for n in prep.get("not_ready", []):
@@ -645,6 +749,8 @@ def finalize_tier(run_id: str) -> RunReport:
             report.add_unit(u.broker_id, topic, partition, summary)
         records.extend(r.get("segment_metadata", []))
     _write_jsonl(rd.path / JSONL_NAME, records)
+    with contextlib.suppress(OSError):  # the dry-run units removed their stores; the parent goes too
+        (rd.path / DRY_RUN_STORE).rmdir()
     report.finish()
     ReportStore().save(report)
     rd.write("report-path.json", {"report": str(ReportStore().json_path(run_id))})
@@ -661,14 +767,44 @@ def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
 # ------------------------------------------------------------------------------------- driver
 
 
+def describe_invalid_options(exc: ValidationError, labels: Mapping[str, str] | None = None) -> str:
+    """One line from a :class:`TierOptions` validation error, for the operator: each problem with
+    the option's name (``labels`` maps field names to how the caller spells them, such as CLI
+    flags). Only the messages are used, never pydantic's rendering, which repeats the input (an
+    endpoint URL with credentials in it, say)."""
+    parts: list[str] = []
+    for err in exc.errors(include_url=False, include_input=False, include_context=False):
+        field = ".".join(str(x) for x in err["loc"])
+        label = (labels or {}).get(field, field)
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{label}: {msg}" if label else msg)
+    return one_line("; ".join(parts))
+
+
+def record_store_error(run_id: str, message: str, options: dict[str, Any]) -> None:
+    """A run that stops before its first write because the store cannot be used: ``prepare.json``
+    says why, and :func:`finalize_tier` reports it as a run-level error."""
+    RunDir(run_id).write_prepare({"version": 1, "run_id": run_id, "kind": RunKind.TIER_PREPARE.value,
+                                  "started_at": time.time(), "store_error": message, "options": options,
+                                  "warnings": [], "not_ready": [], "units": 0, "refusal": None})
+
+
 def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions, engine: str = "inline",
                  run_id: str | None = None, master: str | None = None, spark: Any = None,
                  broker_id: int | None = None, only_partitions: list[str] | None = None,
                  progress: Progress | None = None) -> RunReport:
-    """prepare → run units on the engine → finalize. A refusal yields a report with exit code 3."""
+    """check the store → prepare → run units on the engine → finalize. A refusal yields a report
+    with exit code 3, an unusable store one with a run-level error (exit 1); a wrongly named
+    store or missing credentials raise :class:`~.store.StoreArgumentError` (the caller's
+    arguments: exit 2) before anything is written."""
     from migration.audit.model import new_run_id
 
     rid = run_id or new_run_id(RunKind.TIER_PREPARE)
+    try:
+        check_store(options, run_id=rid)
+    except StoreUnavailable as exc:
+        record_store_error(rid, str(exc), options.model_dump(mode="json"))
+        return finalize_tier(rid)
     try:
         rd = prepare_tier(log_dirs, run_id=rid, options=options, broker_id=broker_id, only_partitions=only_partitions)
     except Refused as exc:

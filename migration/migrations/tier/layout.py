@@ -12,13 +12,17 @@ checkpoint text and (if any) transaction index, back to back; the manifest (JSON
 gives each one's position and size. Uuids print as Kafka prints them (URL-safe base64, no
 padding). The segment uuid is derived from the topic id, partition, base offset and the SHA-256
 of the ``.log``, so a re-run finds its own objects and a changed segment gets new keys.
+
+kmigrate's own keys sit beside the partitions' prefixes: ``{prefix}kmigrate-probe/{token}``
+(the write probe, removed again) and ``{prefix}kmigrate-reports/{run id}/`` (run reports).
+Every key of the package is spelled here; the object stores (:mod:`.store`) take them as given.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,6 +39,8 @@ OBJECT_SUFFIXES = (LOG_SUFFIX, INDEXES_SUFFIX, MANIFEST_SUFFIX)
 COPY_SEGMENT_FINISHED = 1  # RemoteLogSegmentState
 REMOTE_LOG_SEGMENT_METADATA_RECORD_API_KEY = 0  # RemoteLogSegmentMetadataRecord.json
 JSONL_VERSION = 1
+PROBE_DIR = "kmigrate-probe/"
+REPORTS_DIR = "kmigrate-reports/"
 
 
 def segment_uuid(topic_id: str, partition: int, base_offset: int, log_sha256: str) -> Uuid:
@@ -64,6 +70,34 @@ def complete_stems(keys: Iterable[str], base_offset: int) -> dict[str, str]:
     start = segment_stem_start(base_offset)
     stems = {k[: -len(suffix)] for k in keys if k.startswith(start) for suffix in OBJECT_SUFFIXES if k.endswith(suffix)}
     return {st: st + LOG_SUFFIX for st in sorted(stems) if all(st + s in keys for s in OBJECT_SUFFIXES)}
+
+
+class SegmentKeys(NamedTuple):
+    """The keys of one staged segment's objects."""
+
+    log: str
+    indexes: str
+    manifest: str
+
+    @classmethod
+    def of(cls, stem: str) -> SegmentKeys:
+        return cls(stem + LOG_SUFFIX, stem + INDEXES_SUFFIX, stem + MANIFEST_SUFFIX)
+
+    def manifest_first(self) -> list[str]:
+        """For deletion: the manifest goes first, so none is ever left pointing at missing data."""
+        return [self.manifest, self.indexes, self.log]
+
+
+def probe_key(prefix: str, token: str) -> str:
+    """The small object a run writes and removes before anything else, to prove the store is
+    reachable and writable. Beside the partitions' prefixes, never inside one (a topic's prefix
+    is ``{topic}-{topic id}/`` and ``probe`` is no topic id)."""
+    return f"{prefix}{PROBE_DIR}{token}"
+
+
+def report_key_prefix(prefix: str) -> str:
+    """Where run reports are copied, beside the data they account for."""
+    return f"{prefix}{REPORTS_DIR}"
 
 
 def split_key(key: str) -> tuple[str, str] | None:
