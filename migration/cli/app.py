@@ -84,6 +84,12 @@ def inspect(
     cluster_metadata_decoder: Annotated[bool, typer.Option(
         "--cluster-metadata-decoder", help="Decode payloads as KRaft metadata records (automatic for "
         ".checkpoint files and __cluster_metadata-0 segments).")] = False,
+    offsets_decoder: Annotated[bool, typer.Option(
+        "--offsets-decoder", help="Decode keys and payloads as __consumer_offsets records: committed offsets and "
+        "group metadata (automatic for __consumer_offsets-N segments).")] = False,
+    transaction_log_decoder: Annotated[bool, typer.Option(
+        "--transaction-log-decoder", help="Decode keys and payloads as __transaction_state records (automatic "
+        "for __transaction_state-N segments).")] = False,
     key_decoder: Annotated[str | None, typer.Option(
         "--key-decoder", help="Show keys as string (default), hex or json; implies --print-data-log.",
         show_default=False)] = None,
@@ -120,6 +126,16 @@ def inspect(
         if not path.exists():
             sys.stderr.write(f"kmigrate inspect: {p}: no such file\n")
             raise typer.Exit(EXIT_USAGE)
+    record_decoders = [flag for flag, given in (("--offsets-decoder", offsets_decoder),
+                                                ("--transaction-log-decoder", transaction_log_decoder),
+                                                ("--cluster-metadata-decoder", cluster_metadata_decoder)) if given]
+    if len(record_decoders) > 1:
+        sys.stderr.write(f"kmigrate inspect: {' and '.join(record_decoders)} given: pass one of them\n")
+        raise typer.Exit(EXIT_USAGE)
+    if record_decoders and (key_decoder is not None or value_decoder is not None):
+        sys.stderr.write(f"kmigrate inspect: {record_decoders[0]} decodes the records itself: "
+                         "leave out --key-decoder and --value-decoder\n")
+        raise typer.Exit(EXIT_USAGE)
     decoders: list[PayloadDecoder | None] = []
     for flag, given in (("--key-decoder", key_decoder), ("--value-decoder", value_decoder)):
         try:
@@ -132,6 +148,8 @@ def inspect(
         print_data_log=print_data_log or key_decoder is not None or value_decoder is not None,
         skip_record_metadata=skip_record_metadata,
         cluster_metadata_decoder=cluster_metadata_decoder,
+        offsets_decoder=offsets_decoder,
+        transaction_log_decoder=transaction_log_decoder,
         key_decoder=decoders[0],
         value_decoder=decoders[1],
         max_bytes=max_bytes,

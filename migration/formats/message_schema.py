@@ -897,7 +897,11 @@ def _parse_field(raw: Mapping[str, Any], common: dict[str, StructSpec], source: 
     except KeyError as exc:
         raise SchemaError(f"{where}: field without {exc.args[0]!r}", path=source) from exc
     path = f"{where}.{name}"
-    versions = Versions.parse(raw.get("versions"), what=f"{path} versions")
+    tagged = Versions.parse(raw.get("taggedVersions"), default=NO_VERSIONS, what=f"{path} taggedVersions")
+    # Kafka's FieldSpec: without "versions", a tagged field exists in its taggedVersions
+    # (e.g. TransactionLogValue.PreviousProducerId).
+    versions = Versions.parse(raw.get("versions"), default=None if tagged.is_empty() else tagged,
+                              what=f"{path} versions")
     element = type_name[2:] if type_name.startswith("[]") else type_name
     sub: StructSpec | None = None
     if element not in _PRIMITIVE_TYPES:
@@ -914,7 +918,6 @@ def _parse_field(raw: Mapping[str, Any], common: dict[str, StructSpec], source: 
     nullable = Versions.parse(raw.get("nullableVersions"), default=NO_VERSIONS, what=f"{path} nullableVersions")
     if not nullable.is_empty() and not (type_name.startswith("[]") or sub is not None or element in _NULLABLE_TYPES):
         raise SchemaError(f"{path}: type {type_name} cannot be nullable", path=source)
-    tagged = Versions.parse(raw.get("taggedVersions"), default=NO_VERSIONS, what=f"{path} taggedVersions")
     tag = raw.get("tag")
     default = raw.get("default")
     flexible = raw.get("flexibleVersions")

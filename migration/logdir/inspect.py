@@ -19,12 +19,20 @@ Booleans are Java's (``true``/``false``), optional longs Java's ``OptionalLong``
 records Jackson's compact JSON with camelCase field names (``{"type":"TOPIC_RECORD","version":0,
 "data":{…}}``, MetadataJsonConverters / ``--cluster-metadata-decoder``).
 
+Records of ``__consumer_offsets`` and ``__transaction_state`` (``--offsets-decoder``,
+``--transaction-log-decoder``; OffsetsMessageParser / TransactionLogMessageParser, docs/formats.md
+§8.1) print as ``key: {"type":"2","data":{…}} payload: {"version":"4","data":{…}}``, a tombstone's
+payload as ``<DELETE>``, a classic consumer group's member subscriptions and assignments decoded.
+
 What kmigrate adds: KRaft files (``.checkpoint`` files and segments of ``__cluster_metadata-0``)
-get the cluster metadata decoder without asking, and a checkpoint is always dumped deep with its
-records (a snapshot is its records); fields marked sensitive in the schemas (SCRAM salts and
+get the cluster metadata decoder without asking, segments of ``__consumer_offsets-N`` and
+``__transaction_state-N`` their coordinator's decoder, and a checkpoint is always dumped deep with
+its records (a snapshot is its records); fields marked sensitive in the schemas (SCRAM salts and
 keys) are always shown redacted; key and value decoders ``string``, ``hex`` and ``json``; every
 line also exists as one JSON object (``--json``); bad bytes end the file's dump with one line
-naming the file, the byte position and what was expected, never a traceback.
+naming the file, the byte position and what was expected, never a traceback; a coordinator record
+that does not decode says where in the file (batch position, byte of its key or value) and what
+was expected, and the dump goes on, as Kafka's "Error at offset N, skipping." does.
 """
 
 from __future__ import annotations
@@ -47,9 +55,22 @@ from migration.formats.control_records import (
     control_value_schema,
     decode_control_record,
 )
+from migration.formats.coordinator_records import (
+    CONSUMER_PROTOCOL_ASSIGNMENT,
+    CONSUMER_PROTOCOL_SUBSCRIPTION,
+    CONSUMER_PROTOCOL_TYPE,
+    Coordinator,
+    CoordinatorKey,
+    CoordinatorValue,
+    UnknownCoordinatorRecordTypeError,
+    coordinator_for_topic,
+    decode_consumer_protocol,
+    decode_coordinator_key,
+    decode_coordinator_value,
+)
 from migration.formats.errors import InvalidFileNameError, KafkaFormatError
 from migration.formats.file_records import Batch, FileRecords
-from migration.formats.message_schema import ZERO_UUID, FieldSpec, StructSpec, redact
+from migration.formats.message_schema import ZERO_UUID, FieldSpec, StructSpec, default_registry, redact
 from migration.formats.metadata_records import decode_metadata_record, metadata_schema
 from migration.formats.model import MAGIC_V1, NO_SEQUENCE, NO_TIMESTAMP, Header, TimestampType
 from migration.formats.offset_index import OffsetIndex
@@ -64,6 +85,8 @@ __all__ = [
     "DumpOptions",
     "LogDump",
     "PayloadDecoder",
+    "coordinator_key_json",
+    "coordinator_value_json",
     "kafka_json",
     "metadata_record_json",
 ]
@@ -91,8 +114,10 @@ class DumpOptions:
     print_data_log: bool = False
     skip_record_metadata: bool = False
     cluster_metadata_decoder: bool = False  # force it for any .log (KRaft files get it anyway)
+    offsets_decoder: bool = False  # __consumer_offsets records, forced (its segments get it anyway)
+    transaction_log_decoder: bool = False  # __transaction_state records, forced (likewise)
     key_decoder: PayloadDecoder | None = None  # None: string; given, it also wins over the automatic
-    value_decoder: PayloadDecoder | None = None  # metadata decoder of KRaft files
+    value_decoder: PayloadDecoder | None = None  # decoders of KRaft files and coordinator segments
     max_bytes: int | None = None  # read only batches that end within this many bytes
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     verify_index_only: bool = False
@@ -285,6 +310,40 @@ def metadata_record_json(value: bytes) -> dict[str, Any]:
     return {"type": _snake_upper(record.name), "version": record.version, "data": data}
 
 
+def coordinator_key_json(key: CoordinatorKey) -> dict[str, Any]:
+    """A coordinator record key as DumpLogSegments' CoordinatorRecordMessageParser shows it:
+    ``{"type": "<record type>", "data": {…}}`` (the type as a JSON string)."""
+    schema = default_registry().get(key.name)
+    return {"type": str(key.record_type), "data": kafka_json(key.fields, schema.struct, key.version)}
+
+
+def _consumer_protocol_json(name: str, raw: Any) -> dict[str, Any] | None:
+    if not isinstance(raw, bytes | bytearray | memoryview):
+        return None
+    parsed = decode_consumer_protocol(name, raw)
+    if parsed is None:
+        return None
+    version, fields = parsed
+    return kafka_json(fields, default_registry().get(name).struct, version)
+
+
+def coordinator_value_json(value: CoordinatorValue) -> dict[str, Any]:
+    """A coordinator record value as DumpLogSegments shows it: ``{"version": "<version>", "data":
+    {…}}`` (the data in the layout it was read with); a classic group of protocol type ``consumer``
+    has each member's subscription and assignment decoded (``prepareGroupMetadataValue``), the
+    bytes kept (base64) when they do not read."""
+    schema = default_registry().get(value.name)
+    data = kafka_json(value.fields, schema.struct, value.read_version)
+    if value.name == "GroupMetadataValue" and value.fields.get("protocolType") == CONSUMER_PROTOCOL_TYPE:
+        for member, shown in zip(value.fields.get("members") or (), data.get("members") or (), strict=False):
+            for field_name, message in (("subscription", CONSUMER_PROTOCOL_SUBSCRIPTION),
+                                        ("assignment", CONSUMER_PROTOCOL_ASSIGNMENT)):
+                decoded = _consumer_protocol_json(message, member.get(field_name))
+                if decoded is not None and field_name in shown:
+                    shown[field_name] = decoded
+    return {"version": str(value.version), "data": data}
+
+
 def _reason(exc: KafkaFormatError) -> str:
     """An error's message without its location (the caller names the record)."""
     extra = []
@@ -337,15 +396,16 @@ def _decode_payload(decoder: PayloadDecoder, data: bytes) -> str:
     return text
 
 
-# (key, payload) as a MessageParser returns them; None: not printed
-_Parsed = tuple[str | None, Any]
-_Parser = Callable[[_Entry], _Parsed]
+# (key, payload) as a MessageParser returns them (a dict is printed as Jackson's JSON); None: not
+# printed. A parser is called with the record and the file position of its batch.
+_Parsed = tuple[str | dict[str, Any] | None, Any]
+_Parser = Callable[[_Entry, int], _Parsed]
 
 
 def _decoder_parser(key_decoder: PayloadDecoder, value_decoder: PayloadDecoder) -> _Parser:
     """DecoderMessageParser: the key when there is one, the payload when there is one."""
 
-    def parse(entry: _Entry) -> _Parsed:
+    def parse(entry: _Entry, batch_position: int) -> _Parsed:
         try:
             key = None if entry.key is None else _decode_payload(key_decoder, entry.key)
             payload = None if entry.value is None else _decode_payload(value_decoder, entry.value)
@@ -356,7 +416,7 @@ def _decoder_parser(key_decoder: PayloadDecoder, value_decoder: PayloadDecoder) 
     return parse
 
 
-def _metadata_parser(entry: _Entry) -> _Parsed:
+def _metadata_parser(entry: _Entry, batch_position: int) -> _Parsed:
     """ClusterMetadataLogMessageParser: no key; the record as JSON, or the reason it is not one."""
     if entry.value is None:
         return None, f"Error at {entry.offset}, skipping. the record has no value"
@@ -364,6 +424,39 @@ def _metadata_parser(entry: _Entry) -> _Parsed:
         return None, metadata_record_json(entry.value)
     except KafkaFormatError as exc:
         return None, f"Error at {entry.offset}, skipping. {_reason(exc)}"
+
+
+def _located_reason(exc: KafkaFormatError, part: str) -> str:
+    """``key byte 3: <reason>``: the error inside a record's key or value, its position relative to it."""
+    return f"{part} byte {exc.position}: {_reason(exc)}" if exc.position is not None else f"{part}: {_reason(exc)}"
+
+
+def _coordinator_parser(coordinator: Coordinator, shown: str) -> _Parser:
+    """OffsetsMessageParser / TransactionLogMessageParser (CoordinatorRecordMessageParser): the key
+    and value as JSON, ``<DELETE>`` for a tombstone; an unknown record type or a record that does
+    not decode is reported in the key slot and skipped. Unlike Kafka (which stops the whole dump on
+    a record without key), every failure names the file, the batch and the byte of the key or value."""
+
+    def parse(entry: _Entry, batch_position: int) -> _Parsed:
+        skipping = f"Error at offset {entry.offset}, skipping. {shown}: the batch at byte {batch_position}"
+        if entry.key is None:
+            return (f"{skipping}: the record has no key (expected an int16 record type and a {coordinator}"
+                    " coordinator record key)"), None
+        try:
+            key = decode_coordinator_key(coordinator, entry.key)
+        except UnknownCoordinatorRecordTypeError as exc:
+            return f"Unknown record type {exc.record_type} at offset {entry.offset}, skipping.", None
+        except KafkaFormatError as exc:
+            return f"{skipping}, {_located_reason(exc, 'key')}", None
+        if entry.value is None:
+            return coordinator_key_json(key), "<DELETE>"
+        try:
+            value = decode_coordinator_value(coordinator, key.record_type, entry.value)
+        except KafkaFormatError as exc:
+            return f"{skipping}, {_located_reason(exc, 'value')}", None
+        return coordinator_key_json(key), coordinator_value_json(value)
+
+    return parse
 
 
 _CONTROL_LABELS = {
@@ -491,12 +584,11 @@ class LogDump:
             else:
                 yield DumpLine(f"Snapshot end offset: {snap.end_offset}, epoch: {snap.epoch}",
                                {"entry": "snapshot", "file": shown, "endOffset": snap.end_offset, "epoch": snap.epoch})
-        kraft_file = checkpoint or path.absolute().parent.name == names.METADATA_PARTITION_DIR
-        metadata = o.cluster_metadata_decoder or (kraft_file and o.key_decoder is None and o.value_decoder is None)
-        deep = o.deep_iteration or o.print_data_log or o.cluster_metadata_decoder or checkpoint
-        print_data = o.print_data_log or o.cluster_metadata_decoder or (metadata and deep)
-        parser = _metadata_parser if metadata else _decoder_parser(o.key_decoder or PayloadDecoder.STRING,
-                                                                   o.value_decoder or PayloadDecoder.STRING)
+        parser, forced = self._record_parser(path, shown, checkpoint)
+        deep = o.deep_iteration or o.print_data_log or forced or checkpoint
+        print_data = o.print_data_log or forced or (parser is not None and deep)
+        if parser is None:
+            parser = _decoder_parser(o.key_decoder or PayloadDecoder.STRING, o.value_decoder or PayloadDecoder.STRING)
         records = FileRecords(path)
         abs_path = os.path.abspath(path)
         valid_bytes = 0
@@ -518,6 +610,29 @@ class LogDump:
         if trailing > 0 and o.max_bytes is None:
             yield DumpLine(f"Found {trailing} invalid bytes at the end of {name}",
                            {"entry": "trailingBytes", "file": shown, "position": valid_bytes, "bytes": trailing})
+
+    def _record_parser(self, path: Path, shown: str, checkpoint: bool) -> tuple[_Parser | None, bool]:
+        """(the record decoder for ``path``, whether an option forced it); None: the key and value
+        decoders. Kafka's precedence among the options: offsets, transaction log, cluster metadata.
+        Without one, a key or value decoder wins; else KRaft files get the cluster metadata decoder
+        and segments of a coordinator topic's partition directory their coordinator's."""
+        o = self.options
+        if o.offsets_decoder:
+            return _coordinator_parser(Coordinator.GROUP, shown), True
+        if o.transaction_log_decoder:
+            return _coordinator_parser(Coordinator.TRANSACTION, shown), True
+        if o.cluster_metadata_decoder:
+            return _metadata_parser, True
+        if o.key_decoder is not None or o.value_decoder is not None:
+            return None, False
+        parent = path.absolute().parent.name
+        if checkpoint or parent == names.METADATA_PARTITION_DIR:
+            return _metadata_parser, False
+        try:
+            coordinator = coordinator_for_topic(names.parse_partition_dir_name(parent).topic)
+        except InvalidFileNameError:
+            coordinator = None
+        return (None if coordinator is None else _coordinator_parser(coordinator, shown)), False
 
     @staticmethod
     def _batch_line(b: Batch, position: int, shown: str) -> DumpLine:
@@ -571,10 +686,10 @@ class LogDump:
                 text += more
                 data.update(fields)
         if print_data and not batch.is_control:
-            key, payload = parser(entry)
+            key, payload = parser(entry, batch.position)
             prefix = f"{RECORD_INDENT} " if o.skip_record_metadata else " "
             if key is not None:
-                text += f"{prefix}key: {key}"
+                text += f"{prefix}key: {key if isinstance(key, str) else _jackson(key)}"
                 prefix = " "
                 data["key"] = key
             if payload is not None:

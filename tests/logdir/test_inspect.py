@@ -3,10 +3,12 @@
 Expected lines follow the format of Kafka's ``DumpLogSegments.java`` (tools module; before 4.0
 ``DumpLogSegments.scala`` in core): ``printBatchLevel``, ``printRecordMetadata``,
 ``printControlRecord``, ``dumpIndex``, ``dumpTimeIndex``, ``dumpTxnIndex``,
-``dumpProducerIdSnapshot`` and the generated ``*JsonConverter`` classes for KRaft records
-(docs/formats.md §8). Batch header values and CRCs in the expected lines are read from the input
-bytes here with ``struct``, ``zlib`` and ``crc32c``, not through the readers under test; some
-inputs come from kafka-python, an independent writer. The shape checks at the end port the ones
+``dumpProducerIdSnapshot``, the generated ``*JsonConverter`` classes for KRaft records and the
+coordinator-record parsers ``OffsetsMessageParser`` / ``TransactionLogMessageParser``, whose
+expected keys and payloads are the strings of Kafka's ``DumpLogSegmentsTest`` (docs/formats.md §8,
+§8.1). Batch header values and CRCs in the expected lines are read from the input bytes here with
+``struct``, ``zlib`` and ``crc32c``, not through the readers under test; some inputs come from
+kafka-python, an independent writer. The shape checks at the end port the ones
 of Kafka's ``DumpLogSegmentsTest`` (record/batch line prefixes and suffixes, field parsing,
 ``--max-bytes``).
 """
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import crc32c
 import pytest
+from kafka.protocol.old.consumer_protocol import ConsumerProtocolMemberAssignment_v0, ConsumerProtocolMemberMetadata_v0
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from typer.testing import CliRunner
@@ -33,6 +36,12 @@ from migration.formats.control_records import (
     encode_control_key,
     encode_control_value,
     kraft_version_value,
+)
+from migration.formats.coordinator_records import (
+    Coordinator,
+    encode_consumer_protocol,
+    encode_coordinator_key,
+    encode_coordinator_value,
 )
 from migration.formats.kraft_checkpoint import build_checkpoint
 from migration.formats.legacy import build_wrapper
@@ -374,6 +383,294 @@ def test_snapshot_checkpoint(tmp_path):
     boot = tmp_path / "bootstrap.checkpoint"
     boot.write_bytes(data)
     assert dump(boot)[0][:2] == [f"Dumping {boot}", "KRaft bootstrap snapshot"]
+
+
+# ------------------------------------------------------------------ __consumer_offsets, __transaction_state
+#
+# Expected keys and payloads are DumpLogSegmentsTest's (testOffsetsMessageParser,
+# testTransactionLogMessageParser): the same messages built here, the same JSON strings expected.
+# The lines around them are DumpLogSegments' printRecordMetadata and printRecordContents.
+
+GROUP, TXN = Coordinator.GROUP, Coordinator.TRANSACTION
+SUBSCRIPTION, ASSIGNMENT = "ConsumerProtocolSubscription", "ConsumerProtocolAssignment"
+
+
+def _group_metadata(subscription: bytes, assignment: bytes) -> dict:
+    """DumpLogSegmentsTest's GroupMetadataValue: one member of a "consumer" group."""
+    return {"protocolType": "consumer", "generation": 10, "protocol": "range", "leader": "member", "members": [{
+        "memberId": "member", "groupInstanceId": "instance", "clientId": "client", "clientHost": "host",
+        "rebalanceTimeout": 1000, "sessionTimeout": 100, "subscription": subscription, "assignment": assignment}]}
+
+
+def _record_lines(entries: list[tuple[bytes | None, bytes | None]], tails: list[str]) -> list[str]:
+    """``| offset: N CreateTime: …`` with each record's sizes, then the tail Kafka prints after them."""
+    out = []
+    for offset, ((key, value), tail) in enumerate(zip(entries, tails, strict=True)):
+        ks, vs = -1 if key is None else len(key), -1 if value is None else len(value)
+        out.append(f"| offset: {offset} CreateTime: {1000 + offset} keySize: {ks} valueSize: {vs} sequence: -1"
+                   f" headerKeys: []{tail}")
+    return out
+
+
+def test_consumer_offsets_records_as_kafka_json(tmp_path):
+    """``--offsets-decoder`` (OffsetsMessageParser in DumpLogSegments.java), picked without asking
+    for a segment of ``__consumer_offsets-N``."""
+    d = tmp_path / "__consumer_offsets-7"
+    d.mkdir()
+    subscription = encode_consumer_protocol(SUBSCRIPTION, 3, {  # ConsumerProtocol.serializeSubscription
+        "Topics": ["foo"], "UserData": None, "OwnedPartitions": [{"Topic": "foo", "Partitions": [0]}],
+        "GenerationId": 0, "RackId": "rack"})
+    assignment = encode_consumer_protocol(ASSIGNMENT, 3, {"AssignedPartitions": [{"Topic": "foo", "Partitions": [0]}],
+                                                          "UserData": None})
+    group_key = encode_coordinator_key(GROUP, 3, {"GroupId": "group"})
+    classic_key = encode_coordinator_key(GROUP, 2, {"group": "group"})
+    assert group_key == b"\x00\x03\x00\x05group" and classic_key == b"\x00\x02\x00\x05group"
+    entries = [
+        (group_key, encode_coordinator_value(GROUP, 3, 0, {"Epoch": 10})),
+        (classic_key, encode_coordinator_value(GROUP, 2, 4, _group_metadata(subscription, assignment))),
+        (classic_key, encode_coordinator_value(GROUP, 2, 4, _group_metadata(b"Subscription", b"Assignment"))),
+        (group_key, None),  # a tombstone
+        (struct.pack(">h", 32767), b""),  # a record type this Kafka does not know
+        # DumpLogSegmentsTest's "any parsing error": a ConsumerGroupMemberMetadataValue with every
+        # field at its default, under a ConsumerGroupMetadataKey
+        (group_key, encode_coordinator_value(GROUP, 5, 0, {})),
+    ]
+    assert entries[5][1] == bytes.fromhex("0000" "01010101" "01" "01" "ffffffff" "01" "00")
+    data = build_record_batch([Record(i, 1000 + i, k, v) for i, (k, v) in enumerate(entries[:3])]) + \
+        build_record_batch([Record(i, 1000 + i, k, v) for i, (k, v) in enumerate(entries[3:], start=3)],
+                           compression=Compression.GZIP)
+    seg = d / "00000000000000000000.log"
+    seg.write_bytes(data)
+    b = v2_lines(data)
+    group_json = '{"type":"2","data":{"group":"group"}}'
+    member = ('"leader":"member","currentStateTimestamp":-1,"members":[{"memberId":"member",'
+              '"groupInstanceId":"instance","clientId":"client","clientHost":"host",'
+              '"rebalanceTimeout":1000,"sessionTimeout":100,')
+    tails = [
+        ' key: {"type":"3","data":{"groupId":"group"}} payload: {"version":"0","data":{"epoch":10}}',
+        f' key: {group_json} payload: {{"version":"4","data":{{"protocolType":"consumer","generation":10,'
+        f'"protocol":"range",{member}"subscription":{{"topics":["foo"],"userData":null,"ownedPartitions":'
+        '[{"topic":"foo","partitions":[0]}],"generationId":0,"rackId":"rack"},"assignment":{"assignedPartitions":'
+        '[{"topic":"foo","partitions":[0]}],"userData":null}}]}}',
+        # not a consumer protocol message ("Su" is no version): the bytes stay, as base64
+        f' key: {group_json} payload: {{"version":"4","data":{{"protocolType":"consumer","generation":10,'
+        f'"protocol":"range",{member}"subscription":"U3Vic2NyaXB0aW9u","assignment":"QXNzaWdubWVudA=="}}]}}}}',
+        ' key: {"type":"3","data":{"groupId":"group"}} payload: <DELETE>',
+        " key: Unknown record type 32767 at offset 4, skipping.",
+        # Kafka: "Error reading byte array of 536870911 byte(s): only 1 byte(s) available."
+        f" key: Error at offset 5, skipping. {seg}: the batch at byte {12 + struct.unpack_from('>i', data, 8)[0]},"
+        " value byte 13: ConsumerGroupMetadataValue: data ends inside tagged field 1"
+        " (expected 536870911 byte(s) for tagged field 1, found 1 byte(s))",
+    ]
+    out, err, errors = dump(seg, deep_iteration=True)
+    lines = _record_lines(entries, tails)
+    assert out == [f"Dumping {seg}", "Log starting offset: 0", b[0], *lines[:3], b[1], *lines[3:]]
+    assert (err, errors) == ([], 0)
+    assert dump(seg)[0] == [f"Dumping {seg}", "Log starting offset: 0", b[0], b[1]]  # shallow: batches only
+    # a copy elsewhere needs the option, as with Kafka; a key or value decoder wins over the automatic one
+    copy = tmp_path / "00000000000000000000.log"
+    copy.write_bytes(data)
+    assert dump(copy, offsets_decoder=True)[0][3:6] == lines[:3]
+    assert dump(copy, print_data_log=True)[0][3].endswith(  # the string decoder, as without the option
+        f" key: {group_key.decode()} payload: {entries[0][1].decode()}")
+    assert dump(seg, value_decoder=PayloadDecoder.HEX, print_data_log=True)[0][3].endswith(
+        f" payload: {entries[0][1].hex()}")
+    out = dump(seg, skip_record_metadata=True, deep_iteration=True)[0]
+    assert out[3] == '| key: {"type":"3","data":{"groupId":"group"}} payload: {"version":"0","data":{"epoch":10}}'
+
+
+def test_consumer_offsets_of_an_old_broker_written_by_kafka_python(tmp_path):
+    """A 1.x/2.x broker's ``__consumer_offsets``: message format v1 (kafka-python's writer), an
+    OffsetCommit record of type 1 (key and value v1 laid out here with struct, as
+    OffsetCommitKey.json and OffsetCommitValue.json define them) and a classic group whose member
+    protocol bytes are kafka-python's ConsumerProtocol v0 encoders."""
+    key = struct.pack(">hh6sh6si", 1, 6, b"orders", 6, b"orders", 2)  # type 1: group, topic, partition
+    value = struct.pack(">hqhqq", 1, 42, 0, 1_500_000_000_000, 1_500_086_400_000)  # offset, "", commit, expire
+    assert key == encode_coordinator_key(GROUP, 1, {"group": "orders", "topic": "orders", "partition": 2})
+    assert value == encode_coordinator_value(GROUP, 1, 1, {"offset": 42, "metadata": "",
+                                                          "commitTimestamp": 1_500_000_000_000,
+                                                          "expireTimestamp": 1_500_086_400_000})
+    subscription = ConsumerProtocolMemberMetadata_v0(0, ["orders", "payments"], b"").encode()
+    assignment = ConsumerProtocolMemberAssignment_v0(0, [("orders", [0, 2])], b"\x01").encode()
+    group_key = encode_coordinator_key(GROUP, 2, {"group": "orders"})
+    group_value = encode_coordinator_value(GROUP, 2, 1, {
+        "protocolType": "consumer", "generation": 3, "protocol": "range", "leader": "m-1", "members": [{
+            "memberId": "m-1", "clientId": "c", "clientHost": "/10.0.0.1", "rebalanceTimeout": 300000,
+            "sessionTimeout": 10000, "subscription": subscription, "assignment": assignment}]})
+    builder = LegacyRecordBatchBuilder(1, 0, 1 << 20)
+    builder.append(0, 1_500_000_000_000, key, value)
+    builder.append(1, 1_500_000_000_001, group_key, group_value)
+    d = tmp_path / "__consumer_offsets-12"
+    d.mkdir()
+    seg = d / "00000000000000000000.log"
+    seg.write_bytes(bytes(builder.build()))
+    crc0 = legacy_crc(1, 0, 1_500_000_000_000, key, value)
+    crc1 = legacy_crc(1, 0, 1_500_000_000_001, group_key, group_value)
+    out, err, errors = dump(seg, skip_record_metadata=True, deep_iteration=True)
+    assert out[2].startswith(f"offset: 0 position: 0 CreateTime: 1500000000000 size: {12 + 22 + len(key) + len(value)}"
+                             f" magic: 1 compresscodec: none crc: {crc0} isvalid: true")
+    assert out[3] == (
+        '| key: {"type":"1","data":{"group":"orders","topic":"orders","partition":2}} payload: {"version":"1",'
+        '"data":{"offset":42,"metadata":"","commitTimestamp":1500000000000,"expireTimestamp":1500086400000}}')
+    assert f" crc: {crc1} isvalid: true" in out[4]
+    assert out[5] == (
+        '| key: {"type":"2","data":{"group":"orders"}} payload: {"version":"1","data":{"protocolType":"consumer",'
+        '"generation":3,"protocol":"range","leader":"m-1","members":[{"memberId":"m-1","clientId":"c",'
+        '"clientHost":"/10.0.0.1","rebalanceTimeout":300000,"sessionTimeout":10000,"subscription":{"topics":'
+        '["orders","payments"],"userData":""},"assignment":{"assignedPartitions":[{"topic":"orders",'
+        '"partitions":[0,2]}],"userData":"AQ=="}}]}}')
+    assert (len(out), err, errors) == (6, [], 0)
+
+
+def test_transaction_state_records_as_kafka_json(tmp_path):
+    """``--transaction-log-decoder`` (TransactionLogMessageParser in DumpLogSegments.java), picked
+    without asking for a segment of ``__transaction_state-N``; TransactionLogValue's tagged fields
+    (version 1) show only when not at their default."""
+    d = tmp_path / "__transaction_state-3"
+    d.mkdir()
+    key = encode_coordinator_key(TXN, 0, {"TransactionalId": "txnId"})
+    assert key == b"\x00\x00\x00\x05txnId"
+    full = {"ClientTransactionVersion": 0, "NextProducerId": 10, "PreviousProducerId": 11, "ProducerEpoch": 2,
+            "ProducerId": 12, "TransactionLastUpdateTimestampMs": 123, "TransactionStartTimestampMs": 13,
+            "TransactionPartitions": [{"Topic": "topic1", "PartitionIds": [0, 1, 2]},
+                                      {"Topic": "topic2", "PartitionIds": [3, 4, 5]}],
+            "TransactionStatus": 0, "TransactionTimeoutMs": 14}
+    entries = [
+        (key, encode_coordinator_value(TXN, 0, 0, {"ProducerId": 123})),
+        (key, encode_coordinator_value(TXN, 0, 1, full)),
+        (key, None),
+        (struct.pack(">h", 32767), b""),
+    ]
+    # version 0 by hand: producer id, epoch, timeout, status, no partitions, two timestamps
+    assert entries[0][1] == struct.pack(">hqhibiqq", 0, 123, 0, 0, 0, 0, 0, 0)
+    data = build_record_batch([Record(i, 1000 + i, k, v) for i, (k, v) in enumerate(entries)])
+    seg = d / "00000000000000000000.log"
+    seg.write_bytes(data)
+    tails = [
+        ' key: {"type":"0","data":{"transactionalId":"txnId"}} payload: {"version":"0","data":{"producerId":123,'
+        '"producerEpoch":0,"transactionTimeoutMs":0,"transactionStatus":0,"transactionPartitions":[],'
+        '"transactionLastUpdateTimestampMs":0,"transactionStartTimestampMs":0}}',
+        ' key: {"type":"0","data":{"transactionalId":"txnId"}} payload: {"version":"1","data":{"producerId":12,'
+        '"previousProducerId":11,"nextProducerId":10,"producerEpoch":2,"transactionTimeoutMs":14,'
+        '"transactionStatus":0,"transactionPartitions":[{"topic":"topic1","partitionIds":[0,1,2]},'
+        '{"topic":"topic2","partitionIds":[3,4,5]}],"transactionLastUpdateTimestampMs":123,'
+        '"transactionStartTimestampMs":13}}',
+        ' key: {"type":"0","data":{"transactionalId":"txnId"}} payload: <DELETE>',
+        " key: Unknown record type 32767 at offset 3, skipping.",
+    ]
+    out, err, errors = dump(seg, deep_iteration=True)
+    assert out == [f"Dumping {seg}", "Log starting offset: 0", *v2_lines(data), *_record_lines(entries, tails)]
+    assert (err, errors) == ([], 0)
+    # forced on a copy; --offsets-decoder wins over --transaction-log-decoder, as in Kafka's option order
+    copy = tmp_path / "00000000000000000000.log"
+    copy.write_bytes(data)
+    assert dump(copy, transaction_log_decoder=True)[0][3:] == _record_lines(entries, tails)
+    assert dump(copy, transaction_log_decoder=True, offsets_decoder=True)[0][3].endswith(
+        f" key: Error at offset 0, skipping. {copy}: the batch at byte 0, key byte 9: OffsetCommitKey.topic: data"
+        " ends inside length (expected 2 byte(s) for length, found 0 byte(s))")
+
+
+def test_corrupt_coordinator_records_name_file_batch_and_byte(tmp_path):
+    """A record that does not decode is skipped with one line in the key slot, as Kafka's
+    "Error at offset N, skipping." does, but naming the file, the batch's position and the byte of
+    the key or value with what was expected (Kafka prints its Java exception's message; a record
+    without key stops its whole dump). Nothing goes to stderr, no traceback, exit 0."""
+    d = tmp_path / "__consumer_offsets-0"
+    d.mkdir()
+    key = encode_coordinator_key(GROUP, 1, {"group": "g", "topic": "t", "partition": 0})
+    value = encode_coordinator_value(GROUP, 1, 3, {"offset": 5, "leaderEpoch": 1, "metadata": "",
+                                                   "commitTimestamp": 7})
+    entries = [
+        (None, value),  # no key
+        (b"\x00", value),  # a key shorter than its record type
+        (key[:-2], value),  # the partition cut short
+        (key, value[:-3]),  # the commit timestamp (value bytes 16-23: version, offset, epoch, "") cut short
+        (key, value[:14] + b"\xff\xff" + value[16:]),  # a null metadata string (not nullable)
+        (key, b"\x00"),
+    ]
+    first = build_record_batch([Record(0, 1000, key, value)])
+    data = first + build_record_batch([Record(i + 1, 1001 + i, k, v) for i, (k, v) in enumerate(entries)])
+    seg = d / "00000000000000000000.log"
+    seg.write_bytes(data)
+    at = f"{seg}: the batch at byte {len(first)}"
+    out, err, errors = dump(seg, skip_record_metadata=True, deep_iteration=True)
+    assert out[3] == ('| key: {"type":"1","data":{"group":"g","topic":"t","partition":0}} payload: {"version":"3",'
+                      '"data":{"offset":5,"leaderEpoch":1,"metadata":"","commitTimestamp":7}}')
+    assert out[5:] == [
+        f"| key: Error at offset 1, skipping. {at}: the record has no key (expected an int16 record type and a group"
+        " coordinator record key)",
+        f"| key: Error at offset 2, skipping. {at}, key byte 0: data ends inside the record type"
+        " (expected 2 bytes for an int16, found 1 byte(s))",
+        f"| key: Error at offset 3, skipping. {at}, key byte 8: OffsetCommitKey.partition: data ends inside int32"
+        " (expected 4 byte(s) for int32, found 2 byte(s))",
+        f"| key: Error at offset 4, skipping. {at}, value byte 16: OffsetCommitValue.commitTimestamp: data ends"
+        " inside int64 (expected 8 byte(s) for int64, found 5 byte(s))",
+        f"| key: Error at offset 5, skipping. {at}, value byte 14: OffsetCommitValue.metadata: non-nullable field"
+        " was serialized as null (expected a length >= 0, found null)",
+        f"| key: Error at offset 6, skipping. {at}, value byte 0: data ends inside the value version"
+        " (expected 2 bytes for an int16, found 1 byte(s))",
+    ]
+    assert (err, errors) == ([], 0)
+    res = subprocess.run([str(KMIGRATE), "inspect", "--deep-iteration", str(seg)], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert (res.returncode, res.stderr) == (0, "")
+    assert res.stdout.splitlines()[5].endswith(out[5][1:])
+
+
+def test_newer_value_versions_read_with_the_highest_known_layout(tmp_path):
+    """Kafka's generated readers check no version range (KIP-915: a newer coordinator writes new
+    fields as tagged ones): a value of a version above the schema's is read, and printed, in the
+    layout of its highest version under its own version number, its unknown tagged fields left
+    out; a newer consumer protocol subscription reads as version 3, its extra bytes ignored."""
+    offsets, txn = tmp_path / "__consumer_offsets-1", tmp_path / "__transaction_state-1"
+    offsets.mkdir()
+    txn.mkdir()
+    v4 = encode_coordinator_value(GROUP, 1, 4, {"offset": 5, "leaderEpoch": 2, "metadata": "m",
+                                                "commitTimestamp": 9})
+    newer_offset = b"\x00\x05" + v4[2:-1] + b"\x01\x07\x01\x2a"  # version 5: one unknown tag (7)
+    subscription = encode_consumer_protocol(SUBSCRIPTION, 3, {"Topics": ["t"], "RackId": "r"}) + b"\x00\x00"
+    group = _group_metadata(b"\x00\x04" + subscription[2:], b"")  # version 4; an empty assignment
+    key = encode_coordinator_key(GROUP, 1, {"group": "g", "topic": "t", "partition": 0})
+    group_key = encode_coordinator_key(GROUP, 2, {"group": "g"})
+    seg = offsets / "00000000000000000000.log"
+    seg.write_bytes(build_record_batch([Record(0, 1, key, newer_offset),
+                                        Record(1, 2, group_key, encode_coordinator_value(GROUP, 2, 4, group))]))
+    out = dump(seg, skip_record_metadata=True, deep_iteration=True)[0]
+    assert out[3] == ('| key: {"type":"1","data":{"group":"g","topic":"t","partition":0}} payload: {"version":"5",'
+                      '"data":{"offset":5,"leaderEpoch":2,"metadata":"m","commitTimestamp":9}}')
+    assert out[4].endswith(',"sessionTimeout":100,"subscription":{"topics":["t"],"userData":null,"ownedPartitions":'
+                           '[],"generationId":-1,"rackId":"r"},"assignment":""}]}}')
+    txn_key = encode_coordinator_key(TXN, 0, {"TransactionalId": "x"})
+    v1 = encode_coordinator_value(TXN, 0, 1, {"ProducerId": 7, "NextProducerId": 8})
+    seg = txn / "00000000000000000000.log"
+    seg.write_bytes(build_record_batch([Record(0, 1, txn_key, b"\x00\x02" + v1[2:])]))
+    assert dump(seg, skip_record_metadata=True, deep_iteration=True)[0][3] == (
+        '| key: {"type":"0","data":{"transactionalId":"x"}} payload: {"version":"2","data":{"producerId":7,'
+        '"nextProducerId":8,"producerEpoch":0,"transactionTimeoutMs":0,"transactionStatus":0,'
+        '"transactionPartitions":[],"transactionLastUpdateTimestampMs":0,"transactionStartTimestampMs":0}}')
+
+
+def test_coordinator_decoder_options_and_json(tmp_path):
+    d = tmp_path / "__transaction_state-0"
+    d.mkdir()
+    seg = d / "00000000000000000000.log"
+    key = encode_coordinator_key(TXN, 0, {"TransactionalId": "t"})
+    seg.write_bytes(build_record_batch([Record(0, 5, key, None)]))
+    res = runner.invoke(app, ["inspect", "--json", "--deep-iteration", str(seg)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    assert rows[-1]["key"] == {"type": "0", "data": {"transactionalId": "t"}} and rows[-1]["payload"] == "<DELETE>"
+    copy = tmp_path / "00000000000000000000.log"
+    copy.write_bytes(seg.read_bytes())
+    res = runner.invoke(app, ["inspect", "--transaction-log-decoder", str(copy)])  # implies --print-data-log
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[-1].endswith(' key: {"type":"0","data":{"transactionalId":"t"}} payload: <DELETE>')
+    for args in (["--offsets-decoder", "--transaction-log-decoder"],
+                 ["--cluster-metadata-decoder", "--offsets-decoder"], ["--offsets-decoder", "--value-decoder", "hex"]):
+        res = runner.invoke(app, ["inspect", *args, str(copy)])
+        assert res.exit_code == 2 and res.stdout == "", args
+    assert "pass one of them" in runner.invoke(app, ["inspect", "--offsets-decoder", "--transaction-log-decoder",
+                                                     str(copy)]).stderr
 
 
 # ------------------------------------------------------------------ indexes, producer snapshots
