@@ -20,7 +20,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 test fuzz bench: export KMIGRATE_HOME :=
 test fuzz: export XDG_STATE_HOME := $(CURDIR)/out/test-state
 
-.PHONY: all venv airflow-home test imports demo bench lint clean schemas fuzz
+.PHONY: all venv airflow-home test imports demo ui bench lint clean schemas fuzz
 
 all: test
 
@@ -55,6 +55,12 @@ imports: venv
 
 demo: venv airflow-home
 	$(PY) -m migration.demo $(DEMO_ARGS)
+
+# The Airflow UI on .airflow and airflow.cfg (exported above) with the demo's runs (out/demo):
+# api-server on 127.0.0.1 (port 8080, else a free one; UI_ARGS="--port N", "--home DIR"),
+# scheduler and dag-processor. Prints the URL; Ctrl-C stops all three.
+ui: venv airflow-home
+	$(PY) -m migration.demo.ui $(UI_ARGS)
 
 bench: venv
 	$(PY) -m bench.run $(BENCH_ARGS)

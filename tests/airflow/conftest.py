@@ -55,3 +55,22 @@ def _dags_test(env: dict[str, str], dag_id: str, conf: dict, log: Path) -> tuple
         if "DagRun Finished" in line and " state=" in line:
             state = line.split(" state=")[1].split(",")[0]
     return rc, state
+
+
+@pytest.fixture
+def private_airflow_home(airflow_base_env, tmp_path) -> Path:
+    """An Airflow home of the test's own holding a copy of the migrated database (``sqlite3``'s
+    online backup: consistent while other tests write the original), for a test that runs a
+    scheduler, so it neither runs nor changes the shared home's DAG runs."""
+    import sqlite3
+
+    home = tmp_path / "airflow-home"
+    home.mkdir()
+    src = sqlite3.connect(ROOT / ".airflow" / "airflow.db")
+    dst = sqlite3.connect(home / "airflow.db")
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+    return home
