@@ -3,7 +3,8 @@
 signatures and results, plus :class:`SegmentWalker`, the deep validation of whole runs of
 regular batches in one call.
 
-Layouts (docs/formats.md):
+Layouts (docs/formats.md; every offset is the previous one plus the previous field's length, with
+the names of ``layout.py``, which tests/formats/test_layout.py pins this module's :data:`LAYOUT` to):
   v0/v1 log entry (§1.2)  offset int64 | size int32 | crc uint32 | magic int8 | attributes int8
                           | [v1: timestamp int64] | key_length int32 | key | value_length int32 | value
                           CRC-32 over [magic, end)
@@ -57,35 +58,106 @@ cdef extern from "kbytes.h":
 NAME = "compiled"
 
 cdef enum:
-    LOG_OVERHEAD = 12
-    MIN_ENTRY_HEAD = 17          # bytes every entry starts with, up to the magic (§0.3)
-    MIN_MESSAGE_SIZE = 14
-    # v0/v1 entry positions (§1.2)
-    CRC_AT = 12
-    MAGIC_AT = 16
-    ATTRIBUTES_AT = 17
-    V1_TIMESTAMP_AT = 18
-    V0_KEY_LENGTH_AT = 18
-    V1_KEY_LENGTH_AT = 26
-    V0_RECORD_OVERHEAD = 14
-    V1_RECORD_OVERHEAD = 22
+    # Every log entry (§0.3, Records.java): X_OFFSET = PREV_OFFSET + PREV_LENGTH
+    OFFSET_OFFSET = 0
+    OFFSET_LENGTH = 8
+    SIZE_OFFSET = OFFSET_OFFSET + OFFSET_LENGTH
+    SIZE_LENGTH = 4
+    LOG_OVERHEAD = SIZE_OFFSET + SIZE_LENGTH
+    CRC_OR_LEADER_EPOCH_LENGTH = 4   # v0/v1 message CRC, v2 PartitionLeaderEpoch
+    MAGIC_OFFSET = LOG_OVERHEAD + CRC_OR_LEADER_EPOCH_LENGTH
+    MAGIC_LENGTH = 1
+    HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + MAGIC_LENGTH   # bytes every entry starts with
+    # v0/v1 message (§1.2, LegacyRecord.java): positions in the message, which starts after LOG_OVERHEAD
+    LEGACY_CRC_OFFSET = 0
+    LEGACY_CRC_LENGTH = 4
+    LEGACY_MAGIC_OFFSET = LEGACY_CRC_OFFSET + LEGACY_CRC_LENGTH
+    LEGACY_MAGIC_LENGTH = 1
+    LEGACY_ATTRIBUTES_OFFSET = LEGACY_MAGIC_OFFSET + LEGACY_MAGIC_LENGTH
+    LEGACY_ATTRIBUTES_LENGTH = 1
+    LEGACY_TIMESTAMP_OFFSET = LEGACY_ATTRIBUTES_OFFSET + LEGACY_ATTRIBUTES_LENGTH   # v1 only
+    LEGACY_TIMESTAMP_LENGTH = 8
+    KEY_SIZE_OFFSET_V0 = LEGACY_ATTRIBUTES_OFFSET + LEGACY_ATTRIBUTES_LENGTH
+    KEY_SIZE_OFFSET_V1 = LEGACY_TIMESTAMP_OFFSET + LEGACY_TIMESTAMP_LENGTH
+    KEY_SIZE_LENGTH = 4
+    VALUE_SIZE_LENGTH = 4
+    RECORD_OVERHEAD_V0 = KEY_SIZE_OFFSET_V0 + KEY_SIZE_LENGTH + VALUE_SIZE_LENGTH
+    RECORD_OVERHEAD_V1 = KEY_SIZE_OFFSET_V1 + KEY_SIZE_LENGTH + VALUE_SIZE_LENGTH
+    MIN_MESSAGE_SIZE = RECORD_OVERHEAD_V0
+    V1_MINUS_V0_SIZE = KEY_SIZE_OFFSET_V1 - KEY_SIZE_OFFSET_V0   # the v1 timestamp field
+    V1_HEAD = KEY_SIZE_OFFSET_V1 - LEGACY_MAGIC_OFFSET          # magic, attributes, timestamp: the CRC's first bytes
+    # ... and as positions in the log entry
+    LEGACY_CRC_AT = LOG_OVERHEAD + LEGACY_CRC_OFFSET
+    LEGACY_MAGIC_AT = LOG_OVERHEAD + LEGACY_MAGIC_OFFSET   # the CRC covers [magic, end of message)
+    LEGACY_ATTRIBUTES_AT = LOG_OVERHEAD + LEGACY_ATTRIBUTES_OFFSET
+    V1_TIMESTAMP_AT = LOG_OVERHEAD + LEGACY_TIMESTAMP_OFFSET
+    V0_KEY_LENGTH_AT = LOG_OVERHEAD + KEY_SIZE_OFFSET_V0
+    V1_KEY_LENGTH_AT = LOG_OVERHEAD + KEY_SIZE_OFFSET_V1
     LEGACY_CODEC_MASK = 0x07
-    V1_MINUS_V0_SIZE = 8
-    # v2 batch positions (§2.1)
-    V2_LEADER_EPOCH_AT = 12
-    V2_CRC_AT = 17
-    V2_ATTRIBUTES_AT = 21
-    V2_LAST_OFFSET_DELTA_AT = 23
-    V2_BASE_TIMESTAMP_AT = 27
-    V2_MAX_TIMESTAMP_AT = 35
-    V2_RECORDS_COUNT_AT = 57
-    V2_HEADER = 61
+    # v2 batch (§2.1, DefaultRecordBatch.java)
+    BASE_OFFSET_OFFSET = 0
+    BASE_OFFSET_LENGTH = 8
+    LENGTH_OFFSET = BASE_OFFSET_OFFSET + BASE_OFFSET_LENGTH
+    LENGTH_LENGTH = 4
+    PARTITION_LEADER_EPOCH_OFFSET = LENGTH_OFFSET + LENGTH_LENGTH
+    PARTITION_LEADER_EPOCH_LENGTH = 4
+    # MAGIC_OFFSET, MAGIC_LENGTH: as above (PARTITION_LEADER_EPOCH_OFFSET + PARTITION_LEADER_EPOCH_LENGTH)
+    CRC_OFFSET = MAGIC_OFFSET + MAGIC_LENGTH
+    CRC_LENGTH = 4
+    ATTRIBUTES_OFFSET = CRC_OFFSET + CRC_LENGTH
+    ATTRIBUTES_LENGTH = 2
+    LAST_OFFSET_DELTA_OFFSET = ATTRIBUTES_OFFSET + ATTRIBUTES_LENGTH
+    LAST_OFFSET_DELTA_LENGTH = 4
+    BASE_TIMESTAMP_OFFSET = LAST_OFFSET_DELTA_OFFSET + LAST_OFFSET_DELTA_LENGTH
+    BASE_TIMESTAMP_LENGTH = 8
+    MAX_TIMESTAMP_OFFSET = BASE_TIMESTAMP_OFFSET + BASE_TIMESTAMP_LENGTH
+    MAX_TIMESTAMP_LENGTH = 8
+    PRODUCER_ID_OFFSET = MAX_TIMESTAMP_OFFSET + MAX_TIMESTAMP_LENGTH
+    PRODUCER_ID_LENGTH = 8
+    PRODUCER_EPOCH_OFFSET = PRODUCER_ID_OFFSET + PRODUCER_ID_LENGTH
+    PRODUCER_EPOCH_LENGTH = 2
+    BASE_SEQUENCE_OFFSET = PRODUCER_EPOCH_OFFSET + PRODUCER_EPOCH_LENGTH
+    BASE_SEQUENCE_LENGTH = 4
+    RECORDS_COUNT_OFFSET = BASE_SEQUENCE_OFFSET + BASE_SEQUENCE_LENGTH
+    RECORDS_COUNT_LENGTH = 4
+    RECORD_BATCH_OVERHEAD = RECORDS_COUNT_OFFSET + RECORDS_COUNT_LENGTH
     V2_CODEC_MASK = 0x07
     V2_TIMESTAMP_TYPE_MASK = 0x08
     V2_MAX_CODEC = 4
     LEGACY_MAX_CODEC = 3         # zstd (4) is refused below magic 2
     INT32_MAX = 2147483647
-    RECORD_HEAD = 12             # the digest's canonical record head: offset int64, header count int32
+    # The digest's canonical record head (digest.py): offset int64, header count int32
+    DIGEST_OFFSET_LENGTH = 8
+    DIGEST_HEADER_COUNT_LENGTH = 4
+    RECORD_HEAD = DIGEST_OFFSET_LENGTH + DIGEST_HEADER_COUNT_LENGTH
+
+# The chains above under the names of layout.py, for tests/formats/test_layout.py.
+LAYOUT = {
+    "OFFSET_OFFSET": OFFSET_OFFSET, "OFFSET_LENGTH": OFFSET_LENGTH, "SIZE_OFFSET": SIZE_OFFSET,
+    "SIZE_LENGTH": SIZE_LENGTH, "LOG_OVERHEAD": LOG_OVERHEAD, "CRC_OR_LEADER_EPOCH_LENGTH": CRC_OR_LEADER_EPOCH_LENGTH,
+    "MAGIC_OFFSET": MAGIC_OFFSET, "MAGIC_LENGTH": MAGIC_LENGTH, "HEADER_SIZE_UP_TO_MAGIC": HEADER_SIZE_UP_TO_MAGIC,
+    "LEGACY_CRC_OFFSET": LEGACY_CRC_OFFSET, "LEGACY_CRC_LENGTH": LEGACY_CRC_LENGTH,
+    "LEGACY_MAGIC_OFFSET": LEGACY_MAGIC_OFFSET, "LEGACY_MAGIC_LENGTH": LEGACY_MAGIC_LENGTH,
+    "LEGACY_ATTRIBUTES_OFFSET": LEGACY_ATTRIBUTES_OFFSET, "LEGACY_ATTRIBUTES_LENGTH": LEGACY_ATTRIBUTES_LENGTH,
+    "LEGACY_TIMESTAMP_OFFSET": LEGACY_TIMESTAMP_OFFSET, "LEGACY_TIMESTAMP_LENGTH": LEGACY_TIMESTAMP_LENGTH,
+    "KEY_SIZE_OFFSET_V0": KEY_SIZE_OFFSET_V0, "KEY_SIZE_OFFSET_V1": KEY_SIZE_OFFSET_V1,
+    "KEY_SIZE_LENGTH": KEY_SIZE_LENGTH, "VALUE_SIZE_LENGTH": VALUE_SIZE_LENGTH,
+    "RECORD_OVERHEAD_V0": RECORD_OVERHEAD_V0, "RECORD_OVERHEAD_V1": RECORD_OVERHEAD_V1,
+    "MIN_MESSAGE_SIZE": MIN_MESSAGE_SIZE, "V1_MINUS_V0_SIZE": V1_MINUS_V0_SIZE,
+    "BASE_OFFSET_OFFSET": BASE_OFFSET_OFFSET, "BASE_OFFSET_LENGTH": BASE_OFFSET_LENGTH,
+    "LENGTH_OFFSET": LENGTH_OFFSET, "LENGTH_LENGTH": LENGTH_LENGTH,
+    "PARTITION_LEADER_EPOCH_OFFSET": PARTITION_LEADER_EPOCH_OFFSET,
+    "PARTITION_LEADER_EPOCH_LENGTH": PARTITION_LEADER_EPOCH_LENGTH,
+    "CRC_OFFSET": CRC_OFFSET, "CRC_LENGTH": CRC_LENGTH, "ATTRIBUTES_OFFSET": ATTRIBUTES_OFFSET,
+    "ATTRIBUTES_LENGTH": ATTRIBUTES_LENGTH, "LAST_OFFSET_DELTA_OFFSET": LAST_OFFSET_DELTA_OFFSET,
+    "LAST_OFFSET_DELTA_LENGTH": LAST_OFFSET_DELTA_LENGTH, "BASE_TIMESTAMP_OFFSET": BASE_TIMESTAMP_OFFSET,
+    "BASE_TIMESTAMP_LENGTH": BASE_TIMESTAMP_LENGTH, "MAX_TIMESTAMP_OFFSET": MAX_TIMESTAMP_OFFSET,
+    "MAX_TIMESTAMP_LENGTH": MAX_TIMESTAMP_LENGTH, "PRODUCER_ID_OFFSET": PRODUCER_ID_OFFSET,
+    "PRODUCER_ID_LENGTH": PRODUCER_ID_LENGTH, "PRODUCER_EPOCH_OFFSET": PRODUCER_EPOCH_OFFSET,
+    "PRODUCER_EPOCH_LENGTH": PRODUCER_EPOCH_LENGTH, "BASE_SEQUENCE_OFFSET": BASE_SEQUENCE_OFFSET,
+    "BASE_SEQUENCE_LENGTH": BASE_SEQUENCE_LENGTH, "RECORDS_COUNT_OFFSET": RECORDS_COUNT_OFFSET,
+    "RECORDS_COUNT_LENGTH": RECORDS_COUNT_LENGTH, "RECORD_BATCH_OVERHEAD": RECORD_BATCH_OVERHEAD,
+}
 
 cdef int64_t SAFE_DELTA = 17179869184  # 2**34, as _pycore.SAFE_DELTA
 cdef int64_t INT64_MAX_ = 9223372036854775807
@@ -249,7 +321,7 @@ cdef int scan_inner_c(const unsigned char *d, Py_ssize_t end, int magic, int64_t
     Entry), 0 when irregular, -1 out of memory."""
     cdef bint v1 = magic == 1
     cdef Py_ssize_t kfield = V1_KEY_LENGTH_AT if v1 else V0_KEY_LENGTH_AT
-    cdef Py_ssize_t overhead = V1_RECORD_OVERHEAD if v1 else V0_RECORD_OVERHEAD
+    cdef Py_ssize_t overhead = RECORD_OVERHEAD_V1 if v1 else RECORD_OVERHEAD_V0
     cdef Py_ssize_t pos = 0, mend, kp, vp, count = 0, i
     cdef int32_t size, klen, vlen
     cdef int64_t base, prev
@@ -258,26 +330,27 @@ cdef int scan_inner_c(const unsigned char *d, Py_ssize_t end, int magic, int64_t
     while pos < end:
         if end - pos < LOG_OVERHEAD + overhead:
             return 0
-        size = kb_i32(d + pos + 8)
-        if (d[pos + MAGIC_AT] != magic or d[pos + ATTRIBUTES_AT] & LEGACY_CODEC_MASK or size < overhead
-                or size > end - pos - LOG_OVERHEAD):
+        size = kb_i32(d + pos + SIZE_OFFSET)
+        if (d[pos + LEGACY_MAGIC_AT] != magic or d[pos + LEGACY_ATTRIBUTES_AT] & LEGACY_CODEC_MASK
+                or size < overhead or size > end - pos - LOG_OVERHEAD):
             return 0
         mend = pos + LOG_OVERHEAD + size
-        if kcrc32(0, d + pos + MAGIC_AT, <size_t>(mend - pos - MAGIC_AT)) != kb_u32(d + pos + CRC_AT):
+        if (kcrc32(0, d + pos + LEGACY_MAGIC_AT, <size_t>(mend - pos - LEGACY_MAGIC_AT))
+                != kb_u32(d + pos + LEGACY_CRC_AT)):
             return 0
         kp = pos + kfield
         klen = kb_i32(d + kp)
-        vp = kp + 4 + (klen if klen > 0 else 0)
-        if klen < -1 or vp + 4 > mend:
+        vp = kp + KEY_SIZE_LENGTH + (klen if klen > 0 else 0)
+        if klen < -1 or vp + VALUE_SIZE_LENGTH > mend:
             return 0
         vlen = kb_i32(d + vp)
-        if vlen < -1 or vp + 4 + (vlen if vlen > 0 else 0) != mend:
+        if vlen < -1 or vp + VALUE_SIZE_LENGTH + (vlen if vlen > 0 else 0) != mend:
             return 0
         if buf_reserve(ents, sizeof(Entry)) < 0:
             return -1
         e = <Entry *>(ents.p + ents.n)
         ents.n += sizeof(Entry)
-        e.off = kb_i64(d + pos)
+        e.off = kb_i64(d + pos + OFFSET_OFFSET)
         e.ts = lat if has_lat else (kb_i64(d + pos + V1_TIMESTAMP_AT) if v1 else -1)
         e.kp = kp
         e.klen = klen
@@ -372,7 +445,7 @@ def legacy_digest(data, entries, list parts, list stamps):
             kp = e[2]
             vend = e[5]
             kb_put_i64(w, off)
-            kb_put_i32(w + 8, 0)
+            kb_put_i32(w + DIGEST_OFFSET_LENGTH, 0)
             memcpy(w + RECORD_HEAD, <const unsigned char *>v.buf + kp, <size_t>(vend - kp))
             w += RECORD_HEAD + vend - kp
         if n:
@@ -384,10 +457,11 @@ def legacy_digest(data, entries, list parts, list stamps):
 
 
 cdef inline void put_v1_head(unsigned char *h, int attributes, int64_t timestamp) noexcept nogil:
-    # what a v1 message adds before its key length: magic 1, attributes, timestamp (§1.9)
+    # the V1_HEAD bytes of a v1 message from its magic to its key length: magic 1, attributes,
+    # timestamp (§1.9); h is the message's LEGACY_MAGIC_OFFSET
     h[0] = 1
-    h[1] = <unsigned char>attributes
-    kb_put_i64(h + 2, timestamp)
+    h[LEGACY_ATTRIBUTES_OFFSET - LEGACY_MAGIC_OFFSET] = <unsigned char>attributes
+    kb_put_i64(h + LEGACY_TIMESTAMP_OFFSET - LEGACY_MAGIC_OFFSET, timestamp)
 
 
 def v0_entry_to_v1(buf, at, offset, attributes, timestamp):
@@ -397,7 +471,7 @@ def v0_entry_to_v1(buf, at, offset, attributes, timestamp):
     cdef int64_t off, ts
     cdef int attr
     cdef int32_t size
-    cdef unsigned char head[10]
+    cdef unsigned char head[V1_HEAD]
     cdef unsigned char *w
     cdef uint32_t crc
     cdef object out
@@ -412,21 +486,21 @@ def v0_entry_to_v1(buf, at, offset, attributes, timestamp):
         return _py.v0_entry_to_v1(buf, at, offset, attributes, timestamp)
     get_view(buf, &v)
     try:
-        if a < 0 or v.len - a < LOG_OVERHEAD + 6:
+        if a < 0 or v.len - a < V0_KEY_LENGTH_AT:
             return _py.v0_entry_to_v1(buf, at, offset, attributes, timestamp)
-        size = kb_i32(<const unsigned char *>v.buf + a + 8)
-        if size < 6 or size > v.len - a - LOG_OVERHEAD or size > INT32_MAX - V1_MINUS_V0_SIZE:
+        size = kb_i32(<const unsigned char *>v.buf + a + SIZE_OFFSET)
+        if size < KEY_SIZE_OFFSET_V0 or size > v.len - a - LOG_OVERHEAD or size > INT32_MAX - V1_MINUS_V0_SIZE:
             return _py.v0_entry_to_v1(buf, at, offset, attributes, timestamp)
-        rest_len = size - 6
+        rest_len = size - KEY_SIZE_OFFSET_V0  # key length .. end of value
         put_v1_head(head, attr, ts)
-        crc = kcrc32(kcrc32(0, head, 10), <const unsigned char *>v.buf + a + LOG_OVERHEAD + 6, <size_t>rest_len)
-        out = PyBytes_FromStringAndSize(NULL, 16 + 10 + rest_len)
+        crc = kcrc32(kcrc32(0, head, V1_HEAD), <const unsigned char *>v.buf + a + V0_KEY_LENGTH_AT, <size_t>rest_len)
+        out = PyBytes_FromStringAndSize(NULL, V1_KEY_LENGTH_AT + rest_len)
         w = <unsigned char *>PyBytes_AS_STRING(out)
-        kb_put_i64(w, off)
-        kb_put_i32(w + 8, size + V1_MINUS_V0_SIZE)
-        kb_put_u32(w + 12, crc)
-        memcpy(w + 16, head, 10)
-        memcpy(w + 26, <const unsigned char *>v.buf + a + LOG_OVERHEAD + 6, <size_t>rest_len)
+        kb_put_i64(w + OFFSET_OFFSET, off)
+        kb_put_i32(w + SIZE_OFFSET, size + V1_MINUS_V0_SIZE)
+        kb_put_u32(w + LEGACY_CRC_AT, crc)
+        memcpy(w + LEGACY_MAGIC_AT, head, V1_HEAD)
+        memcpy(w + V1_KEY_LENGTH_AT, <const unsigned char *>v.buf + a + V0_KEY_LENGTH_AT, <size_t>rest_len)
         return out
     finally:
         PyBuffer_Release(&v)
@@ -438,7 +512,7 @@ def v0_entries_to_v1(data, entries, base, attributes, timestamp):
     cdef Py_ssize_t total = 0, i, n, kp, mend
     cdef int64_t b, ts, off, rel
     cdef int attr
-    cdef unsigned char head[10]
+    cdef unsigned char head[V1_HEAD]
     cdef unsigned char *w
     cdef uint32_t seed
     cdef tuple e
@@ -463,11 +537,11 @@ def v0_entries_to_v1(data, entries, base, attributes, timestamp):
             except OverflowError:
                 return _py.v0_entries_to_v1(data, entries, base, attributes, timestamp)
             if (kp < 0 or mend < kp or mend > v.len or kb_sub_ovf(off, b, &rel)
-                    or mend - kp > INT32_MAX - 6 - V1_MINUS_V0_SIZE):
+                    or mend - kp > INT32_MAX - KEY_SIZE_OFFSET_V1):
                 return _py.v0_entries_to_v1(data, entries, base, attributes, timestamp)
-            total += 16 + 10 + mend - kp
+            total += V1_KEY_LENGTH_AT + mend - kp
         put_v1_head(head, attr, ts)
-        seed = kcrc32(0, head, 10)
+        seed = kcrc32(0, head, V1_HEAD)
         out = PyBytes_FromStringAndSize(NULL, total)
         w = <unsigned char *>PyBytes_AS_STRING(out)
         for i in range(n):
@@ -475,12 +549,12 @@ def v0_entries_to_v1(data, entries, base, attributes, timestamp):
             off = e[0]
             kp = e[2]
             mend = e[6]
-            kb_put_i64(w, off - b)
-            kb_put_i32(w + 8, <int32_t>(mend - kp + 6 + V1_MINUS_V0_SIZE))
-            kb_put_u32(w + 12, kcrc32(seed, <const unsigned char *>v.buf + kp, <size_t>(mend - kp)))
-            memcpy(w + 16, head, 10)
-            memcpy(w + 26, <const unsigned char *>v.buf + kp, <size_t>(mend - kp))
-            w += 26 + mend - kp
+            kb_put_i64(w + OFFSET_OFFSET, off - b)
+            kb_put_i32(w + SIZE_OFFSET, <int32_t>(KEY_SIZE_OFFSET_V1 + mend - kp))  # v1 header + rest
+            kb_put_u32(w + LEGACY_CRC_AT, kcrc32(seed, <const unsigned char *>v.buf + kp, <size_t>(mend - kp)))
+            memcpy(w + LEGACY_MAGIC_AT, head, V1_HEAD)
+            memcpy(w + V1_KEY_LENGTH_AT, <const unsigned char *>v.buf + kp, <size_t>(mend - kp))
+            w += V1_KEY_LENGTH_AT + mend - kp
         return out
     finally:
         PyBuffer_Release(&v)
@@ -552,7 +626,7 @@ cdef int walk_v2(const unsigned char *d, Py_ssize_t end, int64_t count, int64_t 
                 return -1
             w = out.p + out.n
             kb_put_i64(w, offset)
-            kb_put_i32(w + 8, <int32_t>nheaders)
+            kb_put_i32(w + DIGEST_OFFSET_LENGTH, <int32_t>nheaders)
             out.n += RECORD_HEAD
         h = 0
         while h < nheaders:
@@ -735,26 +809,26 @@ def single_record_batch(offset, timestamp, key, value, log_append_time, partitio
     klen = k.length()
     vlen = val.length()
     body = 3 + varint_size(klen) + (klen if klen > 0 else 0) + varint_size(vlen) + (vlen if vlen > 0 else 0) + 1
-    after = 40 + varint_size(body) + body
-    if after + 9 > INT32_MAX:
+    after = RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET + varint_size(body) + body  # what the CRC covers
+    if after + PARTITION_LEADER_EPOCH_LENGTH + MAGIC_LENGTH + CRC_LENGTH > INT32_MAX:
         return _py.single_record_batch(offset, timestamp, key, value, log_append_time, partition_leader_epoch)
-    total = V2_ATTRIBUTES_AT + after
+    total = ATTRIBUTES_OFFSET + after
     out = PyBytes_FromStringAndSize(NULL, total)
     w = <unsigned char *>PyBytes_AS_STRING(out)
-    kb_put_i64(w, off)
-    kb_put_i32(w + 8, <int32_t>(after + 9))
-    kb_put_i32(w + V2_LEADER_EPOCH_AT, epoch)
-    w[16] = 2
-    after_at = w + V2_ATTRIBUTES_AT
-    kb_put_i16(after_at, V2_TIMESTAMP_TYPE_MASK if log_append_time else 0)
-    kb_put_i32(after_at + 2, 0)    # last offset delta
-    kb_put_i64(after_at + 6, ts)   # base timestamp
-    kb_put_i64(after_at + 14, ts)  # max timestamp
-    kb_put_i64(after_at + 22, -1)  # producer id
-    kb_put_i16(after_at + 30, -1)  # producer epoch
-    kb_put_i32(after_at + 32, -1)  # base sequence
-    kb_put_i32(after_at + 36, 1)   # records count
-    w = put_varint(after_at + 40, body)
+    after_at = w + ATTRIBUTES_OFFSET
+    kb_put_i64(w + BASE_OFFSET_OFFSET, off)
+    kb_put_i32(w + LENGTH_OFFSET, <int32_t>(after + PARTITION_LEADER_EPOCH_LENGTH + MAGIC_LENGTH + CRC_LENGTH))
+    kb_put_i32(w + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+    w[MAGIC_OFFSET] = 2
+    kb_put_i16(w + ATTRIBUTES_OFFSET, V2_TIMESTAMP_TYPE_MASK if log_append_time else 0)
+    kb_put_i32(w + LAST_OFFSET_DELTA_OFFSET, 0)
+    kb_put_i64(w + BASE_TIMESTAMP_OFFSET, ts)
+    kb_put_i64(w + MAX_TIMESTAMP_OFFSET, ts)
+    kb_put_i64(w + PRODUCER_ID_OFFSET, -1)
+    kb_put_i16(w + PRODUCER_EPOCH_OFFSET, -1)
+    kb_put_i32(w + BASE_SEQUENCE_OFFSET, -1)
+    kb_put_i32(w + RECORDS_COUNT_OFFSET, 1)
+    w = put_varint(w + RECORD_BATCH_OVERHEAD, body)
     w[0] = 0  # record attributes
     w[1] = 0  # timestamp delta
     w[2] = 0  # offset delta
@@ -767,7 +841,7 @@ def single_record_batch(offset, timestamp, key, value, log_append_time, partitio
         memcpy(w, val.view.buf, <size_t>vlen)
         w += vlen
     w[0] = 0  # no headers
-    kb_put_u32(<unsigned char *>PyBytes_AS_STRING(out) + V2_CRC_AT, kcrc32c(0, after_at, <size_t>after))
+    kb_put_u32(<unsigned char *>PyBytes_AS_STRING(out) + CRC_OFFSET, kcrc32c(0, after_at, <size_t>after))
     return out
 
 
@@ -977,11 +1051,11 @@ cdef class SegmentWalker:
         self._mv = buf
         try:
             d = <const unsigned char *>v.buf
-            while v.len - at > MIN_ENTRY_HEAD:
-                size = kb_i32(d + at + 8)
+            while v.len - at > HEADER_SIZE_UP_TO_MAGIC:
+                size = kb_i32(d + at + SIZE_OFFSET)
                 if size < MIN_MESSAGE_SIZE or size > v.len - at - LOG_OVERHEAD:
                     break  # corrupt or not complete in this buffer: the caller's loop decides
-                magic = d[at + MAGIC_AT]
+                magic = d[at + MAGIC_OFFSET]
                 if magic == 2:
                     ok = self._v2(d + at, at, size, file_pos + at)
                 elif magic <= 1:
@@ -1013,26 +1087,27 @@ cdef class SegmentWalker:
         cdef int codec, rc
         cdef Py_ssize_t nrec = 0, n = 0
         cdef Py_buffer dv
-        if size + LOG_OVERHEAD < V2_HEADER:
+        if size + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD:
             return 0
-        if kcrc32c(0, p + V2_ATTRIBUTES_AT, <size_t>(size + LOG_OVERHEAD - V2_ATTRIBUTES_AT)) != kb_u32(p + V2_CRC_AT):
+        if kcrc32c(0, p + ATTRIBUTES_OFFSET, <size_t>(size + LOG_OVERHEAD - ATTRIBUTES_OFFSET)) != kb_u32(p + CRC_OFFSET):
             return 0
-        count = kb_i32(p + V2_RECORDS_COUNT_AT)
-        lod = kb_i32(p + V2_LAST_OFFSET_DELTA_AT)
+        count = kb_i32(p + RECORDS_COUNT_OFFSET)
+        lod = kb_i32(p + LAST_OFFSET_DELTA_OFFSET)
         if count < 0 or lod < 0:
             return 0
-        first = kb_i64(p)
+        first = kb_i64(p + BASE_OFFSET_OFFSET)
         if kb_add_ovf(first, lod, &last):
             return 0
-        attributes = kb_i16(p + V2_ATTRIBUTES_AT)
-        base_ts = kb_i64(p + V2_BASE_TIMESTAMP_AT)
+        attributes = kb_i16(p + ATTRIBUTES_OFFSET)
+        base_ts = kb_i64(p + BASE_TIMESTAMP_OFFSET)
         if self.deep:
             codec = attributes & V2_CODEC_MASK
             if codec == 0:
-                rc = walk_v2(p + V2_HEADER, size + LOG_OVERHEAD - V2_HEADER, count, first, base_ts, False, 0, NULL,
-                             NULL, &sfirst, &slast, &nrec)
+                rc = walk_v2(p + RECORD_BATCH_OVERHEAD, size + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD, count, first,
+                             base_ts, False, 0, NULL, NULL, &sfirst, &slast, &nrec)
             elif codec <= V2_MAX_CODEC:
-                data = self._decompressed(at + V2_HEADER, size + LOG_OVERHEAD - V2_HEADER, codec, 2)
+                data = self._decompressed(at + RECORD_BATCH_OVERHEAD, size + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD,
+                                          codec, 2)
                 if data is None:
                     return 0
                 get_view(data, &dv)
@@ -1049,12 +1124,12 @@ cdef class SegmentWalker:
             # the record offsets must lie in the batch's range (validate's "record-offset")
             if nrec and (sfirst < first or slast > last):
                 return 0
-        ple = kb_i32(p + V2_LEADER_EPOCH_AT)
+        ple = kb_i32(p + PARTITION_LEADER_EPOCH_OFFSET)
         if not self._offsets_ok(first, last, False):
             return 0
         if self.n_epochs and not self._epoch_ok(first, ple):
             return 0
-        max_ts = kb_i64(p + V2_MAX_TIMESTAMP_AT)
+        max_ts = kb_i64(p + MAX_TIMESTAMP_OFFSET)
         return self._commit(pos, first, last, max_ts, n)
 
     cdef int _legacy(self, const unsigned char *p, Py_ssize_t at, int32_t size, int magic, int64_t pos) except -1:
@@ -1066,21 +1141,21 @@ cdef class SegmentWalker:
         cdef Py_ssize_t n = 0
         cdef bint shallow = False
         cdef Py_buffer dv
-        if size < (V1_RECORD_OVERHEAD if v1 else V0_RECORD_OVERHEAD):
+        if size < (RECORD_OVERHEAD_V1 if v1 else RECORD_OVERHEAD_V0):
             return 0
-        if kcrc32(0, p + MAGIC_AT, <size_t>(mend - MAGIC_AT)) != kb_u32(p + CRC_AT):
+        if kcrc32(0, p + LEGACY_MAGIC_AT, <size_t>(mend - LEGACY_MAGIC_AT)) != kb_u32(p + LEGACY_CRC_AT):
             return 0
         kp = V1_KEY_LENGTH_AT if v1 else V0_KEY_LENGTH_AT
         klen = kb_i32(p + kp)
-        vp = kp + 4 + (klen if klen > 0 else 0)
-        if klen < -1 or vp + 4 > mend:
+        vp = kp + KEY_SIZE_LENGTH + (klen if klen > 0 else 0)
+        if klen < -1 or vp + VALUE_SIZE_LENGTH > mend:
             return 0
         vlen = kb_i32(p + vp)
-        if vlen < -1 or vp + 4 + (vlen if vlen > 0 else 0) != mend:
+        if vlen < -1 or vp + VALUE_SIZE_LENGTH + (vlen if vlen > 0 else 0) != mend:
             return 0
-        attributes = p[ATTRIBUTES_AT]
+        attributes = p[LEGACY_ATTRIBUTES_AT]
         codec = attributes & LEGACY_CODEC_MASK
-        offset = kb_i64(p)
+        offset = kb_i64(p + OFFSET_OFFSET)
         ts = kb_i64(p + V1_TIMESTAMP_AT) if v1 else -1
         first = offset
         if codec:
@@ -1091,7 +1166,7 @@ cdef class SegmentWalker:
             elif codec > LEGACY_MAX_CODEC:
                 return 0
             else:
-                data = self._decompressed(at + vp + 4, vlen, codec, magic)
+                data = self._decompressed(at + vp + VALUE_SIZE_LENGTH, vlen, codec, magic)
                 if data is None:
                     return 0
                 get_view(data, &dv)

@@ -5,8 +5,8 @@ A kernel handles the regular case only. Where it returns None the caller hands t
 the careful parser of its format module (``legacy.py``, ``record_batch.py``), which raises the
 located error or accepts what the fast walk would not; so a kernel may refuse more than the
 careful parser, never accept more, and what it accepts it must report exactly as the careful
-parser would. Layouts: v0/v1 messages docs/formats.md §1.2, v2 batches and records §2.1, §2.4,
-the digest's canonical bytes ``digest.py``.
+parser would. Layouts: v0/v1 messages docs/formats.md §1.2, v2 batches and records §2.1, §2.4
+(field offsets and lengths named in ``layout.py``), the digest's canonical bytes ``digest.py``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,21 @@ import crc32c as _crc32c
 
 from migration.formats.digest import NULL_LENGTH, OFFSET_NO_HEADERS
 from migration.formats.errors import KafkaFormatError
+from migration.formats.layout import (
+    CRC_LENGTH,
+    KEY_SIZE_LENGTH,
+    KEY_SIZE_OFFSET_V0,
+    KEY_SIZE_OFFSET_V1,
+    LEGACY_MAGIC_OFFSET,
+    LEGACY_TIMESTAMP_OFFSET,
+    MAGIC_LENGTH,
+    PARTITION_LEADER_EPOCH_LENGTH,
+    RECORD_OVERHEAD_V0,
+    RECORD_OVERHEAD_V1,
+    SIZE_OFFSET,
+    V1_MINUS_V0_SIZE,
+    VALUE_SIZE_LENGTH,
+)
 from migration.formats.model import (
     LOG_OVERHEAD,
     MAGIC_V1,
@@ -51,11 +66,10 @@ _V1_MAGIC_ATTR_TS = struct.Struct(">bbq")  # what a v1 message adds before its k
 _TIMESTAMP = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 LEGACY_CODEC_MASK = 0x07
-V0_RECORD_OVERHEAD = 14
-V1_RECORD_OVERHEAD = 22
-V1_MINUS_V0_SIZE = 8  # the v1 timestamp field
-V1_TIMESTAMP_AT = 18  # entry position of a v1 message's timestamp
-KEY_LENGTH_AT = {0: 18, 1: 26}  # entry position of the key length, by magic
+# Positions in a v0/v1 log entry: the message starts after LOG_OVERHEAD.
+CRC_FROM = LOG_OVERHEAD + LEGACY_MAGIC_OFFSET  # the CRC covers [magic, end of message)
+V1_TIMESTAMP_AT = LOG_OVERHEAD + LEGACY_TIMESTAMP_OFFSET  # a v1 message's timestamp
+KEY_LENGTH_AT = {0: LOG_OVERHEAD + KEY_SIZE_OFFSET_V0, 1: LOG_OVERHEAD + KEY_SIZE_OFFSET_V1}  # by magic
 
 # v2 (docs/formats.md §2.1)
 _HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count (40 bytes)
@@ -90,7 +104,7 @@ def scan_inner(data: bytes, magic: int, wrapper_offset: int, lat: int | None) ->
     ts_at = _TIMESTAMP.unpack_from
     v1 = magic == MAGIC_V1
     kfield = KEY_LENGTH_AT[MAGIC_V1 if v1 else 0]
-    overhead = V1_RECORD_OVERHEAD if v1 else V0_RECORD_OVERHEAD
+    overhead = RECORD_OVERHEAD_V1 if v1 else RECORD_OVERHEAD_V0
     while pos < end:
         if end - pos < LOG_OVERHEAD + overhead:
             return None
@@ -98,15 +112,15 @@ def scan_inner(data: bytes, magic: int, wrapper_offset: int, lat: int | None) ->
         mend = pos + LOG_OVERHEAD + size
         if m != magic or attr & LEGACY_CODEC_MASK or size < overhead or mend > end:
             return None
-        if zlib.crc32(view[pos + 16 : mend]) != crc:
+        if zlib.crc32(view[pos + CRC_FROM : mend]) != crc:
             return None
         kp = pos + kfield
         (klen,) = i32(data, kp)
-        vp = kp + 4 + (klen if klen > 0 else 0)
-        if klen < -1 or vp + 4 > mend:
+        vp = kp + KEY_SIZE_LENGTH + (klen if klen > 0 else 0)
+        if klen < -1 or vp + VALUE_SIZE_LENGTH > mend:
             return None
         (vlen,) = i32(data, vp)
-        if vlen < -1 or vp + 4 + (vlen if vlen > 0 else 0) != mend:
+        if vlen < -1 or vp + VALUE_SIZE_LENGTH + (vlen if vlen > 0 else 0) != mend:
             return None
         ts = (ts_at(data, pos + V1_TIMESTAMP_AT)[0] if v1 else NO_TIMESTAMP) if lat is None else lat
         append((off, ts, kp, klen, vlen, mend, mend))
@@ -143,8 +157,8 @@ def legacy_digest(data: bytes | memoryview, entries: Sequence[ScanEntry], parts:
 
 def v0_entry_to_v1(buf: bytes | memoryview, at: int, offset: int, attributes: int, timestamp: int) -> bytes:
     """The uncompressed v0 log entry at ``at`` as a v1 entry (see ``legacy.v0_entry_to_v1``)."""
-    (size,) = _I32.unpack_from(buf, at + 8)
-    rest = buf[at + LOG_OVERHEAD + 6 : at + LOG_OVERHEAD + size]  # key length .. end of value
+    (size,) = _I32.unpack_from(buf, at + SIZE_OFFSET)
+    rest = buf[at + LOG_OVERHEAD + KEY_SIZE_OFFSET_V0 : at + LOG_OVERHEAD + size]  # key length .. end of value
     head = _V1_MAGIC_ATTR_TS.pack(MAGIC_V1, attributes, timestamp)
     crc = zlib.crc32(rest, zlib.crc32(head))
     return b"".join((_ENTRY_PREFIX_CRC.pack(offset, size + V1_MINUS_V0_SIZE, crc), head, rest))
@@ -163,7 +177,7 @@ def v0_entries_to_v1(data: bytes | memoryview, entries: Sequence[ScanEntry], bas
     append = parts.append
     for off, _, kp, _, _, _, mend in entries:
         rest = view[kp:mend]  # key length .. end of message
-        append(pack(off - base, mend - kp + 6 + V1_MINUS_V0_SIZE, crc(rest, seed)))
+        append(pack(off - base, KEY_SIZE_OFFSET_V1 + (mend - kp), crc(rest, seed)))  # v1 header + rest
         append(head)
         append(rest)
     return b"".join(parts)
@@ -412,7 +426,8 @@ def single_record_batch(offset: int, timestamp: int, key: bytes | memoryview | N
         body,
     ))
     return b"".join((
-        _PREFIX.pack(offset, len(after_crc) + 9, partition_leader_epoch, MAGIC_V2),
+        _PREFIX.pack(offset, PARTITION_LEADER_EPOCH_LENGTH + MAGIC_LENGTH + CRC_LENGTH + len(after_crc),
+                     partition_leader_epoch, MAGIC_V2),
         _CRC.pack(_crc32c.crc32c(after_crc)),
         after_crc,
     ))

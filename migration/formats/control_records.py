@@ -3,10 +3,11 @@
 Layouts (docs/formats.md §2.9, §6.3, §6.5; Kafka's ControlRecordType, EndTransactionMarker,
 ControlRecordUtils)::
 
-    key            version int16 (0), type int16                       4 bytes
+    key            version int16 (0) @0, type int16 @2                  4 bytes (CONTROL_KEY_SIZE)
                    shorter than 4 bytes or version < 0: invalid; version > 0 read as 0;
                    unknown type ids are UNKNOWN (readers ignore them)
-    ABORT/COMMIT   value: version int16 (0), coordinator_epoch int32    6 bytes, non-flexible
+    ABORT/COMMIT   value: version int16 (0) @0, coordinator_epoch int32 @2
+                   6 bytes (END_TXN_MARKER_VALUE_SIZE), non-flexible
                    at least 6 bytes, version >= 0; later versions and extra bytes are tolerated
     LEADER_CHANGE    value: LeaderChangeMessage body                     (formats/schemas, flexible)
     SNAPSHOT_HEADER  value: SnapshotHeaderRecord body                    11 bytes
@@ -51,13 +52,25 @@ __all__ = [
     "snapshot_header_value",
 ]
 
-_KEY = struct.Struct(">hh")  # version, type
-_END_TXN = struct.Struct(">hi")  # version, coordinator_epoch
+# Each offset is the previous one plus the previous field's length; the sizes are Kafka's
+# ControlRecordType.CURRENT_CONTROL_RECORD_KEY_SIZE (4) and EndTransactionMarker's
+# CURRENT_END_TXN_MARKER_VALUE_SIZE (6).
+CONTROL_KEY_VERSION_OFFSET = 0
+CONTROL_KEY_VERSION_LENGTH = 2
+CONTROL_KEY_TYPE_OFFSET = CONTROL_KEY_VERSION_OFFSET + CONTROL_KEY_VERSION_LENGTH
+CONTROL_KEY_TYPE_LENGTH = 2
+CONTROL_KEY_SIZE = CONTROL_KEY_TYPE_OFFSET + CONTROL_KEY_TYPE_LENGTH
+END_TXN_MARKER_VERSION_OFFSET = 0
+END_TXN_MARKER_VERSION_LENGTH = 2
+COORDINATOR_EPOCH_OFFSET = END_TXN_MARKER_VERSION_OFFSET + END_TXN_MARKER_VERSION_LENGTH
+COORDINATOR_EPOCH_LENGTH = 4
+END_TXN_MARKER_VALUE_SIZE = COORDINATOR_EPOCH_OFFSET + COORDINATOR_EPOCH_LENGTH
+
+_KEY = struct.Struct(">hh")  # version, type: CONTROL_KEY_SIZE bytes
+_END_TXN = struct.Struct(">hi")  # version, coordinator_epoch: END_TXN_MARKER_VALUE_SIZE bytes
 
 CURRENT_CONTROL_KEY_VERSION = 0
-CONTROL_KEY_SIZE = _KEY.size
 CURRENT_END_TXN_MARKER_VERSION = 0
-END_TXN_MARKER_VALUE_SIZE = _END_TXN.size
 
 
 class ControlRecordType(IntEnum):
@@ -109,10 +122,13 @@ def read_control_key(key: bytes | bytearray | memoryview | None) -> ControlRecor
             expected=f"at least {CONTROL_KEY_SIZE} bytes",
             found=f"{size} byte(s)" if key is not None else "null key",
         )
-    version, type_id = _KEY.unpack_from(key, 0)
+    version, type_id = _KEY.unpack_from(key, CONTROL_KEY_VERSION_OFFSET)
     if version < 0:
         raise CorruptRecordError(
-            "invalid control record key version (data corruption?)", position=0, expected=">= 0", found=version
+            "invalid control record key version (data corruption?)",
+            position=CONTROL_KEY_VERSION_OFFSET,
+            expected=">= 0",
+            found=version,
         )
     # A later key version is read as version 0 (Kafka only logs it).
     return ControlRecordKey(version, type_id, ControlRecordType.from_type_id(type_id))
@@ -162,11 +178,11 @@ class EndTransactionMarker:
                 expected=f"at least {END_TXN_MARKER_VALUE_SIZE} bytes",
                 found=f"{size} byte(s)" if value is not None else "null value",
             )
-        version, epoch = _END_TXN.unpack_from(value, 0)
+        version, epoch = _END_TXN.unpack_from(value, END_TXN_MARKER_VERSION_OFFSET)
         if version < 0:
             raise CorruptRecordError(
                 "invalid end transaction marker version (data corruption?)",
-                position=0,
+                position=END_TXN_MARKER_VERSION_OFFSET,
                 expected=">= 0",
                 found=version,
             )

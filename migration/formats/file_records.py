@@ -1,7 +1,9 @@
 """Batch-by-batch iteration of a ``.log`` segment or a KRaft ``.checkpoint`` file.
 
-Every entry starts with the same 17 bytes (offset/base offset int64, size/length int32,
-crc/leader epoch int32, magic int8), so the reader dispatches on the magic at byte 16:
+Every entry starts with the same 17 bytes (HEADER_SIZE_UP_TO_MAGIC: offset/base offset int64,
+size/length int32, crc/leader epoch int32, magic int8; layout.py derives each offset from the
+field lengths, as Kafka's Records.java), so the reader dispatches on the magic at byte 16
+(MAGIC_OFFSET):
 0 and 1 are legacy log entries (:class:`LegacyBatch`), 2 a record batch (:class:`RecordBatch`).
 
 Kafka's rule (FileLogInputStream.nextBatch): stop when 17 or fewer bytes remain or when the
@@ -20,6 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from migration.formats.errors import CorruptRecordError, KafkaFormatError, TruncatedError
+from migration.formats.layout import MAGIC_OFFSET, SIZE_OFFSET
 from migration.formats.legacy import LegacyBatch
 from migration.formats.model import (
     HEADER_SIZE_UP_TO_MAGIC,
@@ -37,12 +40,12 @@ Batch = LegacyBatch | RecordBatch
 Skip = Callable[[bytes, int, int], int]
 
 DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
-_SIZE_AND_MAGIC = struct.Struct(">qi4xb")
+_SIZE_AND_MAGIC = struct.Struct(">qi4xb")  # offset, size, (crc or leader epoch), magic: HEADER_SIZE_UP_TO_MAGIC
 _SIZE = struct.Struct(">i")
 
 
 def _make_batch(view: memoryview, at: int, position: int, path: str | None) -> Batch:
-    magic = view[at + 16]
+    magic = view[at + MAGIC_OFFSET]
     try:
         if magic == MAGIC_V2:
             return RecordBatch(view, at, position)
@@ -51,7 +54,7 @@ def _make_batch(view: memoryview, at: int, position: int, path: str | None) -> B
     except KafkaFormatError as exc:
         raise exc.located(path) from None
     raise CorruptRecordError(
-        "unknown magic", path=path, position=position + 16, expected="0, 1 or 2", found=magic
+        "unknown magic", path=path, position=position + MAGIC_OFFSET, expected="0, 1 or 2", found=magic
     )
 
 
@@ -74,7 +77,7 @@ def iterate_batches(
             raise CorruptRecordError(
                 "record size is smaller than the minimum record overhead",
                 path=path,
-                position=base_position + pos + 8,
+                position=base_position + pos + SIZE_OFFSET,
                 expected=f">= {MIN_MESSAGE_SIZE}",
                 found=size,
             )
@@ -127,7 +130,7 @@ class FileRecords:
                         self.valid_bytes = file_pos + at
                 avail = len(buf) - at
                 # One header read per batch; the view is made once per chunk, not per batch.
-                size = size_at(view, at + 8)[0] if avail >= LOG_OVERHEAD else 0
+                size = size_at(view, at + SIZE_OFFSET)[0] if avail >= LOG_OVERHEAD else 0
                 # Kafka (FileLogInputStream.nextBatch) checks the size before whether the entry fits:
                 # a size below 14 is corrupt even when the file ends before the entry would.
                 if avail <= HEADER_SIZE_UP_TO_MAGIC or (size >= MIN_MESSAGE_SIZE and avail < LOG_OVERHEAD + size):
@@ -148,7 +151,7 @@ class FileRecords:
                     raise CorruptRecordError(
                         "record size is smaller than the minimum record overhead",
                         path=path,
-                        position=file_pos + at + 8,
+                        position=file_pos + at + SIZE_OFFSET,
                         expected=f">= {MIN_MESSAGE_SIZE}",
                         found=size,
                     )

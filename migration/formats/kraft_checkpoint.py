@@ -36,6 +36,7 @@ from migration.formats.control_records import (
 from migration.formats.errors import CorruptCheckpointError, KafkaFormatError
 from migration.formats.file_records import iterate_batches
 from migration.formats.fileio import fsync_dir, write_and_fsync
+from migration.formats.layout import MAGIC_OFFSET
 from migration.formats.metadata_records import MetadataRecord, decode_metadata_record
 from migration.formats.model import MAGIC_V2, Compression, Record
 from migration.formats.record_batch import RECORD_BATCH_OVERHEAD, RecordBatch, build_record_batch, encode_record
@@ -87,8 +88,8 @@ def read_checkpoint(data: bytes | memoryview, *, path: str | os.PathLike[str] | 
     batches: list[RecordBatch] = []
     for b in iterate_batches(data, path=p, strict=True):
         if b.magic != MAGIC_V2:
-            raise CorruptCheckpointError("checkpoint batch is not a v2 record batch", path=p, position=b.position + 16,
-                                         expected=2, found=b.magic)
+            raise CorruptCheckpointError("checkpoint batch is not a v2 record batch", path=p,
+                                         position=b.position + MAGIC_OFFSET, expected=2, found=b.magic)
         try:
             b.ensure_valid()
         except KafkaFormatError as exc:

@@ -1,8 +1,15 @@
 """Message formats v0 and v1 (magic 0 and 1): log entries, messages and compressed wrappers.
 
-Log entry:  offset int64 | message_size int32 | message
-Message:    crc uint32 | magic int8 | attributes int8 | [v1: timestamp int64]
-            | key_length int32 | key | value_length int32 | value
+Log entry:  offset int64 | message_size int32 | message    (LOG_OVERHEAD = 12 bytes before the message)
+Message, positions in the message (add LOG_OVERHEAD for the entry), as named in layout.py:
+  0        crc uint32            LEGACY_CRC_OFFSET         LEGACY_CRC_LENGTH 4
+  4        magic int8            LEGACY_MAGIC_OFFSET       LEGACY_MAGIC_LENGTH 1
+  5        attributes int8       LEGACY_ATTRIBUTES_OFFSET  LEGACY_ATTRIBUTES_LENGTH 1
+  6        v1: timestamp int64   LEGACY_TIMESTAMP_OFFSET   LEGACY_TIMESTAMP_LENGTH 8
+  6 / 14   key_length int32      KEY_SIZE_OFFSET_V0 / _V1  KEY_SIZE_LENGTH 4
+  10 / 18  key | value_length int32 (VALUE_SIZE_LENGTH 4) | value
+  Each offset is the previous one plus the previous field's length, as Kafka's LegacyRecord.java;
+  with null key and value a message is RECORD_OVERHEAD_V0 = 14 / RECORD_OVERHEAD_V1 = 22 bytes.
   crc         CRC-32 (IEEE, zlib) of bytes [magic, end of message)
   attributes  bits 0-2 codec, bit 3 (v1) timestamp type: 0 CreateTime, 1 LogAppendTime
   lengths     -1 = null
@@ -26,6 +33,21 @@ from migration.formats import compression as codecs
 from migration.formats import core
 from migration.formats._pycore import ScanEntry
 from migration.formats.errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, UnsupportedCodecError
+from migration.formats.layout import (
+    KEY_SIZE_LENGTH,
+    KEY_SIZE_OFFSET_V0,
+    KEY_SIZE_OFFSET_V1,
+    LEGACY_ATTRIBUTES_OFFSET,
+    LEGACY_CRC_OFFSET,
+    LEGACY_MAGIC_OFFSET,
+    LEGACY_TIMESTAMP_OFFSET,
+    MAGIC_OFFSET,
+    RECORD_OVERHEAD_V0,
+    RECORD_OVERHEAD_V1,
+    SIZE_OFFSET,
+    VALUE_SIZE_LENGTH,
+)
+from migration.formats.layout import V1_MINUS_V0_SIZE as V1_MINUS_V0_SIZE  # the v1 timestamp field, public here
 from migration.formats.model import (
     LOG_OVERHEAD,
     MAGIC_V0,
@@ -40,19 +62,23 @@ from migration.formats.model import (
     TimestampType,
 )
 
-# offset, size, crc, magic, attributes: the part every legacy entry starts with (18 bytes)
+# offset, size, crc, magic, attributes: what every legacy entry starts with (LOG_OVERHEAD + HEADER_SIZE_V0 bytes)
 _ENTRY_HEAD = struct.Struct(">qiIbb")
 _TIMESTAMP = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _V0_HEAD = struct.Struct(">Ibb")  # crc, magic, attributes
 _V1_HEAD = struct.Struct(">Ibbq")  # crc, magic, attributes, timestamp
 _ENTRY_PREFIX = struct.Struct(">qi")
-V1_MINUS_V0_SIZE = 8  # the v1 timestamp field
 
 ATTRIBUTE_CODEC_MASK = 0x07
 ATTRIBUTE_TIMESTAMP_TYPE_MASK = 0x08
-V0_RECORD_OVERHEAD = 14
-V1_RECORD_OVERHEAD = 22
+V0_RECORD_OVERHEAD = RECORD_OVERHEAD_V0
+V1_RECORD_OVERHEAD = RECORD_OVERHEAD_V1
+# Positions in the log entry (the message starts after LOG_OVERHEAD)
+_CRC_AT = LOG_OVERHEAD + LEGACY_CRC_OFFSET
+_MAGIC_AT = LOG_OVERHEAD + LEGACY_MAGIC_OFFSET  # where the CRC starts
+_ATTRIBUTES_AT = LOG_OVERHEAD + LEGACY_ATTRIBUTES_OFFSET
+_TIMESTAMP_AT = LOG_OVERHEAD + LEGACY_TIMESTAMP_OFFSET
 
 
 def record_overhead(magic: int) -> int:
@@ -88,16 +114,16 @@ class LegacyBatch:
         if self.size < record_overhead(self.magic) or self.magic not in (MAGIC_V0, MAGIC_V1):
             if self.magic not in (MAGIC_V0, MAGIC_V1):
                 raise CorruptRecordError(
-                    "bad magic in legacy entry", position=position + 16, expected="0 or 1", found=self.magic
+                    "bad magic in legacy entry", position=position + MAGIC_OFFSET, expected="0 or 1", found=self.magic
                 )
             raise CorruptRecordError(
                 "message size below the record overhead",
-                position=position + 8,
+                position=position + SIZE_OFFSET,
                 expected=f">= {record_overhead(self.magic)}",
                 found=self.size,
             )
         if self.magic == MAGIC_V1:
-            (self.timestamp,) = _TIMESTAMP.unpack_from(buf, at + 18)
+            (self.timestamp,) = _TIMESTAMP.unpack_from(buf, at + _TIMESTAMP_AT)
         else:
             self.timestamp = NO_TIMESTAMP
         self._inner: list[LegacyBatch] | None = None
@@ -110,7 +136,7 @@ class LegacyBatch:
 
     @property
     def compression(self) -> Compression:
-        return codecs.check_codec(self.attributes & ATTRIBUTE_CODEC_MASK, self.magic, self.position + 17)
+        return codecs.check_codec(self.attributes & ATTRIBUTE_CODEC_MASK, self.magic, self.position + _ATTRIBUTES_AT)
 
     @property
     def is_compressed(self) -> bool:
@@ -146,16 +172,16 @@ class LegacyBatch:
         buf = self._buf
         start = self._at + LOG_OVERHEAD
         end = start + self.size
-        p = start + (18 if self.magic == MAGIC_V1 else 10) - 4
+        p = start + (KEY_SIZE_OFFSET_V1 if self.magic == MAGIC_V1 else KEY_SIZE_OFFSET_V0)
         (klen,) = _I32.unpack_from(buf, p)
-        p += 4
+        p += KEY_SIZE_LENGTH
         key = None
         if klen >= 0:
-            if p + klen + 4 > end:
+            if p + klen + VALUE_SIZE_LENGTH > end:
                 raise CorruptRecordError(
                     "key overruns the message",
-                    position=self.position + (p - self._at) - 4,
-                    expected=f"<= {end - p - 4}",
+                    position=self.position + (p - self._at) - KEY_SIZE_LENGTH,
+                    expected=f"<= {end - p - VALUE_SIZE_LENGTH}",
                     found=klen,
                 )
             key = buf[p : p + klen]
@@ -163,22 +189,22 @@ class LegacyBatch:
         elif klen != -1:
             raise CorruptRecordError(
                 "negative key length",
-                position=self.position + (p - self._at) - 4,
+                position=self.position + (p - self._at) - KEY_SIZE_LENGTH,
                 expected="-1 or >= 0",
                 found=klen,
             )
-        if p + 4 > end:
+        if p + VALUE_SIZE_LENGTH > end:
             raise CorruptRecordError(
                 "value length overruns the message", position=self.position + (p - self._at)
             )
         (vlen,) = _I32.unpack_from(buf, p)
-        p += 4
+        p += VALUE_SIZE_LENGTH
         value = None
         if vlen >= 0:
             if p + vlen > end:
                 raise CorruptRecordError(
                     "value overruns the message",
-                    position=self.position + (p - self._at) - 4,
+                    position=self.position + (p - self._at) - VALUE_SIZE_LENGTH,
                     expected=f"<= {end - p}",
                     found=vlen,
                 )
@@ -187,7 +213,7 @@ class LegacyBatch:
         elif vlen != -1:
             raise CorruptRecordError(
                 "negative value length",
-                position=self.position + (p - self._at) - 4,
+                position=self.position + (p - self._at) - VALUE_SIZE_LENGTH,
                 expected="-1 or >= 0",
                 found=vlen,
             )
@@ -204,7 +230,7 @@ class LegacyBatch:
         return None if v is None else bytes(v)
 
     def compute_checksum(self) -> int:
-        start = self._at + 16
+        start = self._at + _MAGIC_AT
         return core.impl.crc32(self._buf[start : self._at + LOG_OVERHEAD + self.size])
 
     def is_valid(self) -> bool:
@@ -216,7 +242,7 @@ class LegacyBatch:
         if actual != self.crc:
             raise InvalidCrcError(
                 f"message CRC mismatch (offset {self.offset})",
-                position=self.position + 12,
+                position=self.position + _CRC_AT,
                 expected=f"{actual:#010x}",
                 found=f"{self.crc:#010x}",
             )
@@ -273,13 +299,14 @@ class LegacyBatch:
     def records(self) -> Iterator[Record]:
         """Logical records with effective timestamps (a LogAppendTime wrapper's applies)."""
         data, entries = self.scan()
+        ks = KEY_SIZE_LENGTH  # the key follows its length field at kp
         if isinstance(data, memoryview):
             for off, ts, kp, klen, vlen, vend, _ in entries:
-                yield Record(off, ts, None if klen < 0 else bytes(data[kp + 4 : kp + 4 + klen]),
+                yield Record(off, ts, None if klen < 0 else bytes(data[kp + ks : kp + ks + klen]),
                              None if vlen < 0 else bytes(data[vend - vlen : vend]))
             return
         for off, ts, kp, klen, vlen, vend, _ in entries:
-            yield Record(off, ts, None if klen < 0 else data[kp + 4 : kp + 4 + klen],
+            yield Record(off, ts, None if klen < 0 else data[kp + ks : kp + ks + klen],
                          None if vlen < 0 else data[vend - vlen : vend])
 
     def scan(self) -> tuple[bytes | memoryview, list[ScanEntry]]:
@@ -292,7 +319,7 @@ class LegacyBatch:
             return self._scan
         if not self.is_compressed:
             key, value, rest = self._key_value()
-            kp = self._at + LOG_OVERHEAD + (18 if self.magic == MAGIC_V1 else 10) - 4
+            kp = self._at + LOG_OVERHEAD + (KEY_SIZE_OFFSET_V1 if self.magic == MAGIC_V1 else KEY_SIZE_OFFSET_V0)
             mend = self._at + LOG_OVERHEAD + self.size
             entry = (self.offset, self.timestamp, kp, -1 if key is None else len(key),
                      -1 if value is None else len(value), mend - rest, mend)
@@ -319,7 +346,7 @@ class LegacyBatch:
             entries = []
             for m in inner:
                 key, value, rest = m._key_value()
-                kp = m._at + LOG_OVERHEAD + (18 if m.magic == MAGIC_V1 else 10) - 4
+                kp = m._at + LOG_OVERHEAD + (KEY_SIZE_OFFSET_V1 if m.magic == MAGIC_V1 else KEY_SIZE_OFFSET_V0)
                 mend = m._at + LOG_OVERHEAD + m.size
                 entries.append((m.offset, m.timestamp if lat is None else lat, kp,
                                 -1 if key is None else len(key), -1 if value is None else len(value),
@@ -472,7 +499,7 @@ def encode_message(
     else:
         body += _I32.pack(len(value))
         body += value
-    struct.pack_into(">I", body, 0, zlib.crc32(memoryview(body)[4:]))
+    struct.pack_into(">I", body, LEGACY_CRC_OFFSET, zlib.crc32(memoryview(body)[LEGACY_MAGIC_OFFSET:]))
     return _ENTRY_PREFIX.pack(offset, len(body)) + bytes(body)
 
 

@@ -10,6 +10,14 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import NamedTuple
 
+# The log entry prefix every format shares (docs/formats.md §0.3): offset int64 + size int32
+# (LOG_OVERHEAD, 12 bytes) before every log entry / batch, the magic after 4 more bytes
+# (HEADER_SIZE_UP_TO_MAGIC, 17 bytes); the smallest size field is a v0 message with null key
+# and value (MIN_MESSAGE_SIZE, 14 bytes). Derived from the field lengths in layout.py.
+from migration.formats.layout import HEADER_SIZE_UP_TO_MAGIC as HEADER_SIZE_UP_TO_MAGIC
+from migration.formats.layout import LOG_OVERHEAD as LOG_OVERHEAD
+from migration.formats.layout import MIN_MESSAGE_SIZE as MIN_MESSAGE_SIZE
+
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -19,10 +27,6 @@ NO_PARTITION_LEADER_EPOCH = -1
 MAGIC_V0 = 0
 MAGIC_V1 = 1
 MAGIC_V2 = 2
-
-LOG_OVERHEAD = 12  # offset int64 + size int32 before every log entry / batch
-HEADER_SIZE_UP_TO_MAGIC = 17  # the common prefix every batch shares (docs/formats.md §0.3)
-MIN_MESSAGE_SIZE = 14  # v0 message with null key and value; smaller size fields are corrupt
 
 
 class Compression(IntEnum):

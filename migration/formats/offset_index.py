@@ -1,10 +1,11 @@
 """Offset index (``<20-digit base offset>.index``), docs/formats.md §3.
 
-Byte layout (big-endian), a flat array of 8-byte entries, no header::
+Byte layout (big-endian), a flat array of 8-byte entries (ENTRY_SIZE), no header; each offset
+is the previous one plus the previous field's length (Kafka's OffsetIndex.java: ENTRY_SIZE 8)::
 
-    offset  size  field
-    0       4     relativeOffset  int32  absolute offset - segment base offset
-    4       4     position        int32  byte position of a batch in the .log file
+    offset  size  field                                                          offset name here
+    0       4     relativeOffset  int32  absolute offset - segment base offset   RELATIVE_OFFSET_OFFSET
+    4       4     position        int32  byte position of a batch in the .log    POSITION_OFFSET
 
 Entry count = floor(file length / 8). A file of an active segment after a crash is still
 preallocated (zero-filled tail); like kafka-dump-log, reading stops at the first entry i > 0
@@ -30,7 +31,13 @@ from migration.formats.index_file import (
 )
 from migration.formats.names import INDEX_FILE_SUFFIX
 
-_ENTRY = struct.Struct(">ii")
+RELATIVE_OFFSET_OFFSET = 0
+RELATIVE_OFFSET_LENGTH = 4
+POSITION_OFFSET = RELATIVE_OFFSET_OFFSET + RELATIVE_OFFSET_LENGTH
+POSITION_LENGTH = 4
+ENTRY_SIZE = POSITION_OFFSET + POSITION_LENGTH
+
+_ENTRY = struct.Struct(">ii")  # relative offset, position: ENTRY_SIZE bytes
 
 
 class OffsetPosition(NamedTuple):
@@ -42,7 +49,7 @@ class OffsetIndex(IndexFile):
     """The offset index of one segment: sorted (absolute offset, position) entries."""
 
     ENTRY = _ENTRY
-    ENTRY_SIZE = _ENTRY.size
+    ENTRY_SIZE = ENTRY_SIZE
     FILE_SUFFIX = INDEX_FILE_SUFFIX
     OFFSET_FIELD = 0
 
@@ -158,7 +165,7 @@ class OffsetIndex(IndexFile):
                 )
             if position < prev_position:
                 raise CorruptIndexError(
-                    "positions decrease", path=self.path, position=where + 4,
+                    "positions decrease", path=self.path, position=where + POSITION_OFFSET,
                     expected=f">= {prev_position}", found=position,
                 )
             prev_offset, prev_position = offset, position

@@ -1,20 +1,24 @@
 """Producer state snapshot (``<20-digit offset>.snapshot``), docs/formats.md §5.
 
-Byte layout (big-endian)::
+Byte layout (big-endian). Each offset is the previous one plus the previous field's length, as
+ProducerStateManager.java derives VERSION_OFFSET, CRC_OFFSET and PRODUCER_ENTRIES_OFFSET::
 
-    offset  size    field
-    0       2       version      int16   1, the only valid version
-    2       4       crc          uint32  CRC-32C of bytes [6, end of file)
-    6       4       entry count  int32   >= 0
-    10      46 x n  entries:
-        0   8   producer_id               int64
-        8   2   epoch                     int16
-        10  4   last_sequence             int32  -1 if none
-        14  8   last_offset               int64  -1 if none
-        22  4   offset_delta              int32  lastOffset - firstOffset of that batch
-        30  8   timestamp                 int64
-        38  4   coordinator_epoch         int32  -1 if none
-        42  8   current_txn_first_offset  int64  -1 if no ongoing transaction
+    offset  size    field                                           offset name here
+    0       2       version      int16   1, the only valid version  VERSION_OFFSET
+    2       4       crc          uint32  CRC-32C of [6, end)        CRC_OFFSET
+    6       4       entry count  int32   >= 0                       PRODUCER_ENTRIES_OFFSET
+    10      46 x n  entries (HEADER_SIZE = 10, ENTRY_SIZE = 46):
+        0   8   producer_id               int64                     ENTRY_PRODUCER_ID_OFFSET
+        8   2   epoch                     int16                     ENTRY_EPOCH_OFFSET
+        10  4   last_sequence             int32  -1 if none         ENTRY_LAST_SEQUENCE_OFFSET
+        14  8   last_offset               int64  -1 if none         ENTRY_LAST_OFFSET_OFFSET
+        22  4   offset_delta              int32  lastOffset -       ENTRY_OFFSET_DELTA_OFFSET
+                                                 firstOffset of that batch
+        26  8   timestamp                 int64                     ENTRY_TIMESTAMP_OFFSET
+        34  4   coordinator_epoch         int32  -1 if none         ENTRY_COORDINATOR_EPOCH_OFFSET
+        38  8   current_txn_first_offset  int64  -1 if no ongoing   ENTRY_CURRENT_TXN_FIRST_OFFSET_OFFSET
+                                                 transaction
+The lengths are the same names with ``_LENGTH`` (ENTRY_COUNT_LENGTH for the count).
 
 The empty snapshot is exactly ``00 01 48 67 4B C7 00 00 00 00``. The file name's offset is
 the producer-state end offset: the state after all records below it.
@@ -34,12 +38,36 @@ from migration.formats.names import PRODUCER_SNAPSHOT_FILE_SUFFIX, TMP_FILE_SUFF
 
 PRODUCER_SNAPSHOT_VERSION = 1
 VERSION_OFFSET = 0
-CRC_OFFSET = 2
-PRODUCER_ENTRIES_OFFSET = 6  # the CRC covers [6, end): the count and the entries
-HEADER_SIZE = 10
+VERSION_LENGTH = 2
+CRC_OFFSET = VERSION_OFFSET + VERSION_LENGTH
+CRC_LENGTH = 4
+PRODUCER_ENTRIES_OFFSET = CRC_OFFSET + CRC_LENGTH  # the CRC covers [6, end): the count and the entries
+ENTRY_COUNT_LENGTH = 4
+HEADER_SIZE = PRODUCER_ENTRIES_OFFSET + ENTRY_COUNT_LENGTH
 
-_HEADER = struct.Struct(">hIi")
-_ENTRY = struct.Struct(">qhiqiqiq")
+# One producer entry, positions in the entry (the ProducerEntry fields of Kafka's ProducerSnapshot.json)
+ENTRY_PRODUCER_ID_OFFSET = 0
+ENTRY_PRODUCER_ID_LENGTH = 8
+ENTRY_EPOCH_OFFSET = ENTRY_PRODUCER_ID_OFFSET + ENTRY_PRODUCER_ID_LENGTH
+ENTRY_EPOCH_LENGTH = 2
+ENTRY_LAST_SEQUENCE_OFFSET = ENTRY_EPOCH_OFFSET + ENTRY_EPOCH_LENGTH
+ENTRY_LAST_SEQUENCE_LENGTH = 4
+ENTRY_LAST_OFFSET_OFFSET = ENTRY_LAST_SEQUENCE_OFFSET + ENTRY_LAST_SEQUENCE_LENGTH
+ENTRY_LAST_OFFSET_LENGTH = 8
+ENTRY_OFFSET_DELTA_OFFSET = ENTRY_LAST_OFFSET_OFFSET + ENTRY_LAST_OFFSET_LENGTH
+ENTRY_OFFSET_DELTA_LENGTH = 4
+ENTRY_TIMESTAMP_OFFSET = ENTRY_OFFSET_DELTA_OFFSET + ENTRY_OFFSET_DELTA_LENGTH
+ENTRY_TIMESTAMP_LENGTH = 8
+ENTRY_COORDINATOR_EPOCH_OFFSET = ENTRY_TIMESTAMP_OFFSET + ENTRY_TIMESTAMP_LENGTH
+ENTRY_COORDINATOR_EPOCH_LENGTH = 4
+ENTRY_CURRENT_TXN_FIRST_OFFSET_OFFSET = ENTRY_COORDINATOR_EPOCH_OFFSET + ENTRY_COORDINATOR_EPOCH_LENGTH
+ENTRY_CURRENT_TXN_FIRST_OFFSET_LENGTH = 8
+ENTRY_SIZE = ENTRY_CURRENT_TXN_FIRST_OFFSET_OFFSET + ENTRY_CURRENT_TXN_FIRST_OFFSET_LENGTH
+
+_HEADER = struct.Struct(">hIi")  # version, crc, entry count: HEADER_SIZE bytes
+_ENTRY = struct.Struct(">qhiqiqiq")  # the fields above in order: ENTRY_SIZE bytes
+_VERSION = struct.Struct(">h")
+_CRC = struct.Struct(">I")
 
 
 class TruncatedSnapshotError(TruncatedError, CorruptSnapshotError):
@@ -62,7 +90,7 @@ class ProducerSnapshotEntry(NamedTuple):
 class ProducerSnapshot:
     """The producer entries of one snapshot file (order is hash-map order in Kafka: irrelevant)."""
 
-    ENTRY_SIZE = _ENTRY.size
+    ENTRY_SIZE = ENTRY_SIZE
 
     def __init__(self, entries: Iterable[ProducerSnapshotEntry] = (), *, offset: int | None = None) -> None:
         self.entries: tuple[ProducerSnapshotEntry, ...] = tuple(entries)
@@ -91,11 +119,15 @@ class ProducerSnapshot:
         """
         view = memoryview(data).cast("B")
         size = len(view)
-        if size < 2:
+        if size < VERSION_OFFSET + VERSION_LENGTH:
             raise TruncatedSnapshotError(
-                "snapshot ends before its version", path=path, position=size, expected="2 bytes", found=size
+                "snapshot ends before its version",
+                path=path,
+                position=size,
+                expected=f"{VERSION_OFFSET + VERSION_LENGTH} bytes",
+                found=size,
             )
-        (version,) = struct.unpack_from(">h", view, VERSION_OFFSET)
+        (version,) = _VERSION.unpack_from(view, VERSION_OFFSET)
         if version != PRODUCER_SNAPSHOT_VERSION:
             raise CorruptSnapshotError(
                 "snapshot contained an unknown file version",
@@ -112,7 +144,7 @@ class ProducerSnapshot:
                 expected=f"{HEADER_SIZE} bytes",
                 found=size,
             )
-        _, stored_crc, count = _HEADER.unpack_from(view, 0)
+        _, stored_crc, count = _HEADER.unpack_from(view, VERSION_OFFSET)
         if count < 0:
             raise CorruptSnapshotError(
                 "non-nullable producer entries serialized with a negative count",
@@ -166,9 +198,9 @@ class ProducerSnapshot:
                 _ENTRY.pack_into(out, HEADER_SIZE + i * self.ENTRY_SIZE, *entry)
             except struct.error as e:
                 raise ValueError(f"producer entry {i} does not fit the snapshot schema: {entry} ({e})") from None
-        struct.pack_into(">i", out, PRODUCER_ENTRIES_OFFSET, len(self.entries))
+        _HEADER.pack_into(out, VERSION_OFFSET, PRODUCER_SNAPSHOT_VERSION, 0, len(self.entries))
         crc = crc32c.crc32c(memoryview(out)[PRODUCER_ENTRIES_OFFSET:])
-        struct.pack_into(">hI", out, VERSION_OFFSET, PRODUCER_SNAPSHOT_VERSION, crc)
+        _CRC.pack_into(out, CRC_OFFSET, crc)
         return bytes(out)
 
     def write(self, path: StrPath, *, tmp_suffix: str = TMP_FILE_SUFFIX) -> None:

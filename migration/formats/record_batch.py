@@ -1,24 +1,27 @@
 """Record batch v2 (magic 2).
 
-Header (61 bytes, big-endian):
-  0  BaseOffset int64            | 35 MaxTimestamp int64
-  8  Length int32 (size - 12)    | 43 ProducerId int64
-  12 PartitionLeaderEpoch int32  | 51 ProducerEpoch int16
-  16 Magic int8 = 2              | 53 BaseSequence int32
-  17 CRC uint32 (CRC-32C of [21, end))  | 57 RecordsCount int32
-  21 Attributes int16: bits 0-2 codec, 3 LogAppendTime, 4 transactional, 5 control,
-     6 delete horizon in BaseTimestamp
-  23 LastOffsetDelta int32
-  27 BaseTimestamp int64
-Records (after byte 61, compressed as one stream when the codec is set), each:
+Header (RECORD_BATCH_OVERHEAD = 61 bytes, big-endian; offsets and lengths as named in layout.py):
+  0  BaseOffset int64            BASE_OFFSET_OFFSET             | 35 MaxTimestamp int64    MAX_TIMESTAMP_OFFSET
+  8  Length int32 (size - 12)    LENGTH_OFFSET                  | 43 ProducerId int64      PRODUCER_ID_OFFSET
+  12 PartitionLeaderEpoch int32  PARTITION_LEADER_EPOCH_OFFSET  | 51 ProducerEpoch int16   PRODUCER_EPOCH_OFFSET
+  16 Magic int8 = 2              MAGIC_OFFSET                   | 53 BaseSequence int32    BASE_SEQUENCE_OFFSET
+  17 CRC uint32 (CRC-32C of [21, end))  CRC_OFFSET              | 57 RecordsCount int32    RECORDS_COUNT_OFFSET
+  21 Attributes int16: bits 0-2 codec, 3 LogAppendTime,         ATTRIBUTES_OFFSET
+     4 transactional, 5 control, 6 delete horizon in BaseTimestamp
+  23 LastOffsetDelta int32       LAST_OFFSET_DELTA_OFFSET
+  27 BaseTimestamp int64         BASE_TIMESTAMP_OFFSET
+Records (after byte 61, RECORDS_OFFSET; compressed as one stream when the codec is set), each:
   Length varint | Attributes int8 | TimestampDelta varlong | OffsetDelta varint
   | KeyLength varint | Key | ValueLength varint | Value | HeadersCount varint
   | (HeaderKeyLength varint, HeaderKey, HeaderValueLength varint, HeaderValue)*
 
-Facts: docs/formats.md §2. The hot loops (CRC-32C, the record walk of the digest and of deep
-validation, the writers) run in the record core (:mod:`migration.formats.core`); this module
-keeps the careful decoder (:func:`decode_records`), which every irregular batch goes to, so
-errors are the same on both cores.
+Each offset is the previous one plus the previous field's length (``X_OFFSET = PREV_OFFSET +
+PREV_LENGTH``, as Kafka's DefaultRecordBatch.java), in :mod:`migration.formats.layout`; the
+public names (CRC_OFFSET, ATTRIBUTES_OFFSET, RECORDS_COUNT_OFFSET, RECORD_BATCH_OVERHEAD) are
+re-exported here. Facts: docs/formats.md §2. The hot loops (CRC-32C, the record walk of the
+digest and of deep validation, the writers) run in the record core
+(:mod:`migration.formats.core`); this module keeps the careful decoder (:func:`decode_records`),
+which every irregular batch goes to, so errors are the same on both cores.
 """
 
 from __future__ import annotations
@@ -32,6 +35,18 @@ from migration.formats._pycore import SAFE_DELTA
 from migration.formats._pycore import encode_record as encode_record  # public here, one definition
 from migration.formats.digest import key_value_tail, record_head
 from migration.formats.errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, TruncatedError
+from migration.formats.layout import (  # CRC_OFFSET .. RECORD_BATCH_OVERHEAD: public here too
+    ATTRIBUTES_LENGTH,
+    ATTRIBUTES_OFFSET,
+    CRC_LENGTH,
+    CRC_OFFSET,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
+    MAGIC_LENGTH,
+    PARTITION_LEADER_EPOCH_LENGTH,
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
+)
 from migration.formats.model import (
     LOG_OVERHEAD,
     MAGIC_V2,
@@ -47,11 +62,6 @@ from migration.formats.model import (
 )
 from migration.formats.varint import _decode_varint_slow
 
-RECORD_BATCH_OVERHEAD = 61
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-RECORDS_COUNT_OFFSET = 57
-
 COMPRESSION_CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG_MASK = 0x10
@@ -66,7 +76,7 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # longer timestamp delta, so only then is it checked.
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
-_HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count (40 bytes)
+_HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count: [ATTRIBUTES_OFFSET, 61)
 _PREFIX = struct.Struct(">qiib")  # base offset, length, leader epoch, magic
 _CRC = struct.Struct(">I")
 _LENGTH = struct.Struct(">i")
@@ -98,11 +108,11 @@ class RecordBatch:
         self._buf = buf
         self._at = at
         self.position = position
-        (length,) = _LENGTH.unpack_from(buf, at + 8)
+        (length,) = _LENGTH.unpack_from(buf, at + LENGTH_OFFSET)
         if length + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD or len(buf) - at < LOG_OVERHEAD + length:
             raise CorruptRecordError(
                 "record batch smaller than its header or cut short",
-                position=position + 8,
+                position=position + LENGTH_OFFSET,
                 expected=f"{RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}..{len(buf) - at - LOG_OVERHEAD}",
                 found=length,
             )
@@ -136,7 +146,9 @@ class RecordBatch:
 
     @property
     def compression(self) -> Compression:
-        return codecs.check_codec(self.attributes & COMPRESSION_CODEC_MASK, MAGIC_V2, self.position + 22)
+        # the codec bits are in the low byte of the big-endian int16: its last byte
+        codec_at = self.position + ATTRIBUTES_OFFSET + ATTRIBUTES_LENGTH - 1
+        return codecs.check_codec(self.attributes & COMPRESSION_CODEC_MASK, MAGIC_V2, codec_at)
 
     @property
     def is_compressed(self) -> bool:
@@ -201,7 +213,9 @@ class RecordBatch:
             )
         if self.last_offset_delta < 0:
             raise CorruptRecordError(
-                "negative last offset delta", position=self.position + 23, found=self.last_offset_delta
+                "negative last offset delta",
+                position=self.position + LAST_OFFSET_DELTA_OFFSET,
+                found=self.last_offset_delta,
             )
 
     def records_payload(self) -> bytes:
@@ -537,5 +551,5 @@ def build_record_batch(
         + payload
     )
     crc = core.impl.crc32c(after_crc)
-    length = 4 + 1 + 4 + len(after_crc)  # leader epoch, magic, crc, rest
+    length = PARTITION_LEADER_EPOCH_LENGTH + MAGIC_LENGTH + CRC_LENGTH + len(after_crc)  # what follows Length
     return _PREFIX.pack(base_offset, length, partition_leader_epoch, MAGIC_V2) + _CRC.pack(crc) + after_crc

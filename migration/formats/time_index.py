@@ -1,10 +1,11 @@
 """Time index (``<20-digit base offset>.timeindex``), docs/formats.md §3.3, §3.6, §3.9.
 
-Byte layout (big-endian), a flat array of 12-byte entries, no header::
+Byte layout (big-endian), a flat array of 12-byte entries (ENTRY_SIZE), no header; each offset
+is the previous one plus the previous field's length (Kafka's TimeIndex.java: ENTRY_SIZE 12)::
 
-    offset  size  field
-    0       8     timestamp       int64  largest timestamp seen up to this entry (ms)
-    8       4     relativeOffset  int32  offset - base offset of the batch holding it
+    offset  size  field                                                              offset name here
+    0       8     timestamp       int64  largest timestamp seen up to this entry (ms) TIMESTAMP_OFFSET
+    8       4     relativeOffset  int32  offset - base offset of the batch holding it RELATIVE_OFFSET_OFFSET
 
 An entry (T, O) means: the largest timestamp in the segment up to and including the batch
 whose last offset is O is T. Timestamps strictly increase between entries, offsets never
@@ -27,7 +28,13 @@ NO_TIMESTAMP = -1
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 
-_ENTRY = struct.Struct(">qi")
+TIMESTAMP_OFFSET = 0
+TIMESTAMP_LENGTH = 8
+RELATIVE_OFFSET_OFFSET = TIMESTAMP_OFFSET + TIMESTAMP_LENGTH
+RELATIVE_OFFSET_LENGTH = 4
+ENTRY_SIZE = RELATIVE_OFFSET_OFFSET + RELATIVE_OFFSET_LENGTH
+
+_ENTRY = struct.Struct(">qi")  # timestamp, relative offset: ENTRY_SIZE bytes
 
 
 class TimestampOffset(NamedTuple):
@@ -39,7 +46,7 @@ class TimeIndex(IndexFile):
     """The time index of one segment."""
 
     ENTRY = _ENTRY
-    ENTRY_SIZE = _ENTRY.size
+    ENTRY_SIZE = ENTRY_SIZE
     FILE_SUFFIX = TIME_INDEX_FILE_SUFFIX
     OFFSET_FIELD = 1
 
@@ -151,7 +158,7 @@ class TimeIndex(IndexFile):
             raise CorruptIndexError(
                 "corrupt time index: last offset is smaller than the base offset",
                 path=self.path,
-                position=last + 8,
+                position=last + RELATIVE_OFFSET_OFFSET,
                 expected=f">= {self.base_offset}",
                 found=self._offsets[-1],
             )
@@ -172,7 +179,7 @@ class TimeIndex(IndexFile):
             where = i * self.ENTRY_SIZE
             if offset < self.base_offset:
                 raise CorruptIndexError(
-                    "negative relative offset", path=self.path, position=where + 8,
+                    "negative relative offset", path=self.path, position=where + RELATIVE_OFFSET_OFFSET,
                     expected=f">= {self.base_offset}", found=offset,
                 )
             if prev is not None and timestamp <= prev.timestamp:
@@ -182,7 +189,7 @@ class TimeIndex(IndexFile):
                 )
             if prev is not None and offset < prev.offset:
                 raise CorruptIndexError(
-                    "offsets decrease", path=self.path, position=where + 8,
+                    "offsets decrease", path=self.path, position=where + RELATIVE_OFFSET_OFFSET,
                     expected=f">= {prev.offset}", found=offset,
                 )
             prev = TimestampOffset(timestamp, offset)

@@ -1,14 +1,16 @@
 """Transaction index (``<20-digit base offset>.txnindex``), docs/formats.md §3.11.
 
-Byte layout (big-endian), a flat array of 34-byte ``AbortedTxn`` entries, no header, no
-preallocation (the file exists only once an aborted transaction's marker is in the segment)::
+Byte layout (big-endian), a flat array of 34-byte ``AbortedTxn`` entries (ENTRY_SIZE, Kafka's
+TOTAL_SIZE), no header, no preallocation (the file exists only once an aborted transaction's
+marker is in the segment). Each offset is the previous one plus the previous field's length, as
+AbortedTxn.java derives them (its lengths are named ``_SIZE``, here ``_LENGTH``)::
 
-    offset  size  field
-    0       2     version           int16  0
-    2       8     producerId        int64
-    10      8     firstOffset       int64
-    18      8     lastOffset        int64  offset of the ABORT marker
-    26      8     lastStableOffset  int64  LSO at the time of the abort
+    offset  size  field                                                 offset name here
+    0       2     version           int16  0                            VERSION_OFFSET
+    2       8     producerId        int64                               PRODUCER_ID_OFFSET
+    10      8     firstOffset       int64                               FIRST_OFFSET_OFFSET
+    18      8     lastOffset        int64  offset of the ABORT marker   LAST_OFFSET_OFFSET
+    26      8     lastStableOffset  int64  LSO at the time of the abort LAST_STABLE_OFFSET_OFFSET
 
 lastOffset strictly increases from entry to entry.
 """
@@ -27,7 +29,19 @@ from migration.formats.names import INT64_MAX, TMP_FILE_SUFFIX, TXN_INDEX_FILE_S
 ABORTED_TXN_VERSION = 0
 INT64_MIN = -(1 << 63)
 
-_ENTRY = struct.Struct(">hqqqq")
+VERSION_OFFSET = 0
+VERSION_LENGTH = 2
+PRODUCER_ID_OFFSET = VERSION_OFFSET + VERSION_LENGTH
+PRODUCER_ID_LENGTH = 8
+FIRST_OFFSET_OFFSET = PRODUCER_ID_OFFSET + PRODUCER_ID_LENGTH
+FIRST_OFFSET_LENGTH = 8
+LAST_OFFSET_OFFSET = FIRST_OFFSET_OFFSET + FIRST_OFFSET_LENGTH
+LAST_OFFSET_LENGTH = 8
+LAST_STABLE_OFFSET_OFFSET = LAST_OFFSET_OFFSET + LAST_OFFSET_LENGTH
+LAST_STABLE_OFFSET_LENGTH = 8
+ENTRY_SIZE = LAST_STABLE_OFFSET_OFFSET + LAST_STABLE_OFFSET_LENGTH
+
+_ENTRY = struct.Struct(">hqqqq")  # the fields above in order: ENTRY_SIZE bytes
 
 
 class TruncatedIndexError(TruncatedError, CorruptIndexError):
@@ -52,7 +66,7 @@ class AbortedTxn(NamedTuple):
 class TransactionIndex:
     """The aborted transactions whose markers lie in one segment."""
 
-    ENTRY_SIZE = _ENTRY.size
+    ENTRY_SIZE = ENTRY_SIZE
 
     def __init__(self, base_offset: int, entries: Iterable[AbortedTxn] = ()) -> None:
         check_base_offset(base_offset)
@@ -92,7 +106,7 @@ class TransactionIndex:
                 raise CorruptIndexError(
                     "unexpected aborted transaction version",
                     path=path,
-                    position=i * size,
+                    position=i * size + VERSION_OFFSET,
                     expected=ABORTED_TXN_VERSION,
                     found=version,
                 )
@@ -152,7 +166,7 @@ class TransactionIndex:
                 raise CorruptIndexError(
                     "last offset of aborted transaction is less than the index base offset",
                     path=self.path,
-                    position=i * self.ENTRY_SIZE + 18,
+                    position=i * self.ENTRY_SIZE + LAST_OFFSET_OFFSET,
                     expected=f">= {self.base_offset}",
                     found=txn.last_offset,
                 )
@@ -164,7 +178,7 @@ class TransactionIndex:
                 raise CorruptIndexError(
                     "lastOffset does not strictly increase",
                     path=self.path,
-                    position=i * self.ENTRY_SIZE + 18,
+                    position=i * self.ENTRY_SIZE + LAST_OFFSET_OFFSET,
                     expected=f"> {prev}",
                     found=cur,
                 )

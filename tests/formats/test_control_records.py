@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from migration.formats import control_records as cr
 from migration.formats.control_records import (
     CONTROL_VALUE_SCHEMAS,
     ControlRecordKey,
@@ -223,3 +224,20 @@ def test_header_and_kraft_version_round_trip(timestamp: int, kraft: int) -> None
     header = snapshot_header_value(timestamp)
     assert decode_control_value(3, header)["LastContainedLogTimestamp"] == timestamp
     assert decode_control_value(5, kraft_version_value(kraft))["KRaftVersion"] == kraft
+
+
+def test_key_and_marker_layouts_are_kafkas() -> None:
+    # ControlRecordType.CURRENT_CONTROL_RECORD_KEY_SIZE 4 (version int16, type int16);
+    # EndTransactionMarker.CURRENT_END_TXN_MARKER_VALUE_SIZE 6 (version int16, coordinator epoch int32)
+    assert (cr.CONTROL_KEY_VERSION_OFFSET, cr.CONTROL_KEY_TYPE_OFFSET, cr.CONTROL_KEY_SIZE) == (0, 2, 4)
+    assert cr.CONTROL_KEY_TYPE_OFFSET == cr.CONTROL_KEY_VERSION_OFFSET + cr.CONTROL_KEY_VERSION_LENGTH
+    assert cr.CONTROL_KEY_SIZE == cr.CONTROL_KEY_TYPE_OFFSET + cr.CONTROL_KEY_TYPE_LENGTH
+    assert (cr.END_TXN_MARKER_VERSION_OFFSET, cr.COORDINATOR_EPOCH_OFFSET, cr.END_TXN_MARKER_VALUE_SIZE) == (0, 2, 6)
+    assert cr.COORDINATOR_EPOCH_OFFSET == cr.END_TXN_MARKER_VERSION_OFFSET + cr.END_TXN_MARKER_VERSION_LENGTH
+    assert cr.END_TXN_MARKER_VALUE_SIZE == cr.COORDINATOR_EPOCH_OFFSET + cr.COORDINATOR_EPOCH_LENGTH
+    key = encode_control_key(ControlRecordType.COMMIT)
+    assert len(key) == cr.CONTROL_KEY_SIZE
+    assert struct.unpack_from(">h", key, cr.CONTROL_KEY_TYPE_OFFSET)[0] == ControlRecordType.COMMIT
+    value = EndTransactionMarker(ControlRecordType.ABORT, 0x01020304).encode_value()
+    assert len(value) == cr.END_TXN_MARKER_VALUE_SIZE
+    assert struct.unpack_from(">i", value, cr.COORDINATOR_EPOCH_OFFSET)[0] == 0x01020304

@@ -1,11 +1,24 @@
 from __future__ import annotations
 
+import struct
+import zlib
+
 import pytest
 
+from migration.formats import layout
 from migration.formats.errors import CorruptRecordError, InvalidCrcError
 from migration.formats.file_records import iterate_batches
-from migration.formats.legacy import build_wrapper, encode_message
-from migration.formats.model import Compression, Record, TimestampType
+from migration.formats.legacy import (
+    _ENTRY_HEAD,
+    _V0_HEAD,
+    _V1_HEAD,
+    V0_RECORD_OVERHEAD,
+    V1_MINUS_V0_SIZE,
+    V1_RECORD_OVERHEAD,
+    build_wrapper,
+    encode_message,
+)
+from migration.formats.model import LOG_OVERHEAD, Compression, Record, TimestampType
 
 # Every test here runs on each record core (compiled and pure Python).
 pytestmark = pytest.mark.usefixtures("record_core")
@@ -108,3 +121,48 @@ def test_v0_entry_to_v1_equals_a_freshly_encoded_v1_message(key, value) -> None:
     converted = LegacyBatch(memoryview(v0_entry_to_v1(v0, 0, 5, 0, -1)), 0, 0)
     converted.ensure_valid()
     assert (converted.magic, converted.key, converted.value) == (1, key, value)
+
+
+def test_message_offsets_are_kafkas_and_derived_from_the_lengths():
+    # LegacyRecord.java, positions in the message: crc 0, magic 4, attributes 5, timestamp 6 (v1),
+    # key length 6 (v0) / 14 (v1); RECORD_OVERHEAD_V0 14, RECORD_OVERHEAD_V1 22.
+    v0 = [("LEGACY_CRC", 0, 4), ("LEGACY_MAGIC", 4, 1), ("LEGACY_ATTRIBUTES", 5, 1)]
+    v1 = [*v0, ("LEGACY_TIMESTAMP", 6, 8)]
+    for magic, fields, key_size_at, overhead in ((0, v0, 6, 14), (1, v1, 14, 22)):
+        at = 0
+        for name, offset, length in fields:
+            assert getattr(layout, f"{name}_OFFSET") == offset == at, name
+            assert getattr(layout, f"{name}_LENGTH") == length, name
+            at = offset + length
+        assert at == key_size_at == getattr(layout, f"KEY_SIZE_OFFSET_V{magic}")
+        assert getattr(layout, f"HEADER_SIZE_V{magic}") == key_size_at
+        assert key_size_at + layout.KEY_SIZE_LENGTH + layout.VALUE_SIZE_LENGTH == overhead
+    assert (V0_RECORD_OVERHEAD, V1_RECORD_OVERHEAD, V1_MINUS_V0_SIZE) == (14, 22, 8)
+    assert (layout.RECORD_OVERHEAD_V0, layout.RECORD_OVERHEAD_V1, layout.MIN_MESSAGE_SIZE) == (14, 22, 14)
+    # after the 12-byte log overhead: the v0 key length at entry byte 18, the v1 one at 26
+    assert LOG_OVERHEAD + layout.KEY_SIZE_OFFSET_V0 == 18 and LOG_OVERHEAD + layout.KEY_SIZE_OFFSET_V1 == 26
+    assert _ENTRY_HEAD.size == LOG_OVERHEAD + layout.HEADER_SIZE_V0
+    assert (_V0_HEAD.size, _V1_HEAD.size) == (layout.HEADER_SIZE_V0, layout.HEADER_SIZE_V1)
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_each_message_field_is_written_at_its_named_offset(magic):
+    data = encode_message(5, magic, 0x08 if magic else 0, 1234 if magic else -1, b"key", b"value")
+    m = LOG_OVERHEAD  # the message starts after the log overhead
+    key_size_at = m + (layout.KEY_SIZE_OFFSET_V1 if magic else layout.KEY_SIZE_OFFSET_V0)
+    assert struct.unpack_from(">q", data, layout.OFFSET_OFFSET)[0] == 5
+    assert struct.unpack_from(">i", data, layout.SIZE_OFFSET)[0] == len(data) - LOG_OVERHEAD
+    assert struct.unpack_from(">I", data, m + layout.LEGACY_CRC_OFFSET)[0] == zlib.crc32(
+        data[m + layout.LEGACY_MAGIC_OFFSET :])
+    assert data[m + layout.LEGACY_MAGIC_OFFSET] == magic == data[layout.MAGIC_OFFSET]
+    assert data[m + layout.LEGACY_ATTRIBUTES_OFFSET] == (0x08 if magic else 0)
+    if magic:
+        assert struct.unpack_from(">q", data, m + layout.LEGACY_TIMESTAMP_OFFSET)[0] == 1234
+    assert struct.unpack_from(">i", data, key_size_at)[0] == 3
+    assert data[key_size_at + layout.KEY_SIZE_LENGTH : key_size_at + layout.KEY_SIZE_LENGTH + 3] == b"key"
+    value_size_at = key_size_at + layout.KEY_SIZE_LENGTH + 3
+    assert struct.unpack_from(">i", data, value_size_at)[0] == 5
+    assert data[value_size_at + layout.VALUE_SIZE_LENGTH :] == b"value"
+    # with null key and value a message is the record overhead
+    empty = encode_message(0, magic, 0, -1, None, None)
+    assert len(empty) - LOG_OVERHEAD == (V1_RECORD_OVERHEAD if magic else V0_RECORD_OVERHEAD)

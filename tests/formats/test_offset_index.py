@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from migration.formats import offset_index
 from migration.formats.errors import CorruptIndexError, InvalidFileNameError
 from migration.formats.index_file import IndexFullError, IndexOffsetOverflowError, InvalidOffsetError
 from migration.formats.offset_index import OffsetIndex, OffsetPosition
@@ -173,3 +174,15 @@ def test_write_wrong_name_writes_nothing(tmp_path: Path, name: str) -> None:
     with pytest.raises(InvalidFileNameError):
         OffsetIndex(0, [(3, 0)]).write(tmp_path / name)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_entry_layout_is_kafkas() -> None:
+    # OffsetIndex.java: ENTRY_SIZE 8, relative offset at n * 8, position at n * 8 + 4
+    assert (offset_index.RELATIVE_OFFSET_OFFSET, offset_index.POSITION_OFFSET, OffsetIndex.ENTRY_SIZE) == (0, 4, 8)
+    assert offset_index.POSITION_OFFSET == offset_index.RELATIVE_OFFSET_OFFSET + offset_index.RELATIVE_OFFSET_LENGTH
+    assert OffsetIndex.ENTRY_SIZE == offset_index.POSITION_OFFSET + offset_index.POSITION_LENGTH
+    assert OffsetIndex.ENTRY.size == OffsetIndex.ENTRY_SIZE
+    data = OffsetIndex(100, [(105, 4096), (110, 8192)]).to_bytes()
+    at = OffsetIndex.ENTRY_SIZE  # the second entry
+    assert struct.unpack_from(">i", data, at + offset_index.RELATIVE_OFFSET_OFFSET)[0] == 10
+    assert struct.unpack_from(">i", data, at + offset_index.POSITION_OFFSET)[0] == 8192

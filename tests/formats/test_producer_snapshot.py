@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from migration.formats import producer_snapshot as ps
 from migration.formats.errors import CorruptSnapshotError, InvalidFileNameError, TruncatedError
 from migration.formats.producer_snapshot import (
     EMPTY_SNAPSHOT,
@@ -185,3 +186,44 @@ def test_unencodable_entry_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         ProducerSnapshot([ProducerSnapshotEntry(producer_id=1, epoch=2**15)]).to_bytes()
     assert list(tmp_path.iterdir()) == []
+
+
+# ProducerStateManager.java: VERSION_OFFSET 0, CRC_OFFSET = VERSION_OFFSET + 2, PRODUCER_ENTRIES_OFFSET
+# = CRC_OFFSET + 4; the ProducerEntry of ProducerSnapshot.json: (field, offset, length, attribute).
+ENTRY_FIELDS = [
+    ("PRODUCER_ID", 0, 8, "producer_id"),
+    ("EPOCH", 8, 2, "epoch"),
+    ("LAST_SEQUENCE", 10, 4, "last_sequence"),
+    ("LAST_OFFSET", 14, 8, "last_offset"),
+    ("OFFSET_DELTA", 22, 4, "offset_delta"),
+    ("TIMESTAMP", 26, 8, "timestamp"),
+    ("COORDINATOR_EPOCH", 34, 4, "coordinator_epoch"),
+    ("CURRENT_TXN_FIRST_OFFSET", 38, 8, "current_txn_first_offset"),
+]
+
+
+def test_offsets_are_kafkas_and_derived_from_the_lengths() -> None:
+    assert (ps.VERSION_OFFSET, ps.CRC_OFFSET, ps.PRODUCER_ENTRIES_OFFSET, ps.HEADER_SIZE) == (0, 2, 6, 10)
+    assert ps.CRC_OFFSET == ps.VERSION_OFFSET + ps.VERSION_LENGTH
+    assert ps.PRODUCER_ENTRIES_OFFSET == ps.CRC_OFFSET + ps.CRC_LENGTH
+    assert ps.HEADER_SIZE == ps.PRODUCER_ENTRIES_OFFSET + ps.ENTRY_COUNT_LENGTH
+    at = 0
+    for name, offset, length, _ in ENTRY_FIELDS:
+        assert getattr(ps, f"ENTRY_{name}_OFFSET") == offset == at, name
+        assert getattr(ps, f"ENTRY_{name}_LENGTH") == length, name
+        at = offset + length
+    assert at == ps.ENTRY_SIZE == ProducerSnapshot.ENTRY_SIZE == 46
+
+
+def test_each_field_is_written_at_its_named_offset() -> None:
+    entry = ProducerSnapshotEntry(0x0102030405060708, 0x0A0B, 0x0C0D0E0F, 0x1112131415161718, 0x191A1B1C,
+                                  0x2122232425262728, 0x292A2B2C, 0x3132333435363738)
+    data = ProducerSnapshot([entry]).to_bytes()
+    assert len(data) == ps.HEADER_SIZE + ps.ENTRY_SIZE
+    assert struct.unpack_from(">h", data, ps.VERSION_OFFSET)[0] == ps.PRODUCER_SNAPSHOT_VERSION
+    assert struct.unpack_from(">I", data, ps.CRC_OFFSET)[0] == crc32c.crc32c(data[ps.PRODUCER_ENTRIES_OFFSET :])
+    assert struct.unpack_from(">i", data, ps.PRODUCER_ENTRIES_OFFSET)[0] == 1
+    kinds = {2: ">h", 4: ">i", 8: ">q"}
+    for name, _, length, attribute in ENTRY_FIELDS:
+        (value,) = struct.unpack_from(kinds[length], data, ps.HEADER_SIZE + getattr(ps, f"ENTRY_{name}_OFFSET"))
+        assert value == getattr(entry, attribute), name

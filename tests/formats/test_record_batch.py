@@ -1,14 +1,22 @@
 from __future__ import annotations
 
+import struct
+
 import crc32c
 import pytest
 
+from migration.formats import layout
 from migration.formats.errors import CorruptRecordError, InvalidCrcError, TruncatedError, UnsupportedCodecError
 from migration.formats.file_records import iterate_batches
 from migration.formats.model import Compression, Header, Record, TimestampType
 from migration.formats.record_batch import (
+    _HEADER,
     _HEADER_AFTER_CRC,
     _PREFIX,
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
     RecordBatch,
     build_record_batch,
     encode_record,
@@ -189,3 +197,49 @@ def test_timestamps_far_from_the_base_but_inside_int64_still_decode():
     assert batch.records() == records
     stamps = []
     assert batch.digest_parts([], stamps) == (0, 2) and stamps == [r.timestamp for r in records]
+
+
+# DefaultRecordBatch.java: (field, offset, length) as Kafka derives them, and the RecordBatch attribute
+V2_FIELDS = [
+    ("BASE_OFFSET", 0, 8, "base_offset"),
+    ("LENGTH", 8, 4, "length"),
+    ("PARTITION_LEADER_EPOCH", 12, 4, "partition_leader_epoch"),
+    ("MAGIC", 16, 1, "magic"),
+    ("CRC", 17, 4, "crc"),
+    ("ATTRIBUTES", 21, 2, "attributes"),
+    ("LAST_OFFSET_DELTA", 23, 4, "last_offset_delta"),
+    ("BASE_TIMESTAMP", 27, 8, "base_timestamp"),
+    ("MAX_TIMESTAMP", 35, 8, "max_timestamp"),
+    ("PRODUCER_ID", 43, 8, "producer_id"),
+    ("PRODUCER_EPOCH", 51, 2, "producer_epoch"),
+    ("BASE_SEQUENCE", 53, 4, "base_sequence"),
+    ("RECORDS_COUNT", 57, 4, "records_count"),
+]
+
+
+def test_header_offsets_are_kafkas_and_derived_from_the_lengths():
+    assert (CRC_OFFSET, ATTRIBUTES_OFFSET, RECORDS_COUNT_OFFSET, RECORD_BATCH_OVERHEAD) == (17, 21, 57, 61)
+    at = 0
+    for name, offset, length, _ in V2_FIELDS:
+        assert getattr(layout, f"{name}_OFFSET") == offset == at, name
+        assert getattr(layout, f"{name}_LENGTH") == length, name
+        at = offset + length
+    assert at == RECORD_BATCH_OVERHEAD == layout.RECORDS_OFFSET == _HEADER.size
+    assert _PREFIX.size == CRC_OFFSET and _HEADER_AFTER_CRC.size == RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET
+
+
+def test_each_header_field_is_read_and_written_at_its_named_offset():
+    data = build_record_batch([Record(105, 2000, b"k", b"v"), Record(107, 2500, None, b"w")],
+                              base_offset=100, partition_leader_epoch=9, producer_id=0x0102030405060708,
+                              producer_epoch=0x0A0B, base_sequence=0x0C0D0E0F, is_transactional=True,
+                              timestamp_type=TimestampType.LOG_APPEND_TIME, max_timestamp=3000, base_timestamp=1500)
+    batch = RecordBatch(memoryview(data), 0, 0)
+    batch.ensure_valid()
+    kinds = {1: "b", 2: "h", 4: "i", 8: "q"}
+    for name, _, length, attribute in V2_FIELDS:
+        fmt = ">I" if name == "CRC" else ">" + kinds[length]
+        (value,) = struct.unpack_from(fmt, data, getattr(layout, f"{name}_OFFSET"))
+        assert value == getattr(batch, attribute), name
+    fields = (batch.base_offset, batch.partition_leader_epoch, batch.producer_epoch, batch.records_count)
+    assert fields == (100, 9, 0x0A0B, 2)
+    assert crc32c.crc32c(data[ATTRIBUTES_OFFSET:]) == batch.crc

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from migration.formats import time_index
 from migration.formats.errors import CorruptIndexError, InvalidFileNameError
 from migration.formats.index_file import IndexFullError, IndexOffsetOverflowError, InvalidOffsetError
 from migration.formats.time_index import TimeIndex, TimestampOffset
@@ -139,3 +140,15 @@ def test_file_round_trip_and_names(tmp_path: Path) -> None:
     with pytest.raises(InvalidFileNameError):
         TimeIndex(100).write(tmp_path / "00000000000000000000.timeindex")
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_entry_layout_is_kafkas() -> None:
+    # TimeIndex.java: ENTRY_SIZE 12, timestamp at n * 12, relative offset at n * 12 + 8
+    assert (time_index.TIMESTAMP_OFFSET, time_index.RELATIVE_OFFSET_OFFSET, TimeIndex.ENTRY_SIZE) == (0, 8, 12)
+    assert time_index.RELATIVE_OFFSET_OFFSET == time_index.TIMESTAMP_OFFSET + time_index.TIMESTAMP_LENGTH
+    assert TimeIndex.ENTRY_SIZE == time_index.RELATIVE_OFFSET_OFFSET + time_index.RELATIVE_OFFSET_LENGTH
+    assert TimeIndex.ENTRY.size == TimeIndex.ENTRY_SIZE
+    data = TimeIndex(100, [(1000, 104), (2000, 110)]).to_bytes()
+    at = TimeIndex.ENTRY_SIZE  # the second entry
+    assert struct.unpack_from(">q", data, at + time_index.TIMESTAMP_OFFSET)[0] == 2000
+    assert struct.unpack_from(">i", data, at + time_index.RELATIVE_OFFSET_OFFSET)[0] == 10

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from migration.formats import transaction_index as ti
 from migration.formats.errors import CorruptIndexError, InvalidFileNameError, TruncatedError
 from migration.formats.transaction_index import AbortedTxn, TransactionIndex, TruncatedIndexError
 
@@ -99,3 +100,21 @@ def test_truncated_file_on_disk(tmp_path: Path) -> None:
     with pytest.raises(TruncatedError) as e:
         TransactionIndex.read(path)
     assert e.value.path == str(path) and e.value.position == 0
+
+
+def test_entry_layout_is_kafkas() -> None:
+    # AbortedTxn.java: (field, offset, length), TOTAL_SIZE 34
+    fields = [("VERSION", 0, 2), ("PRODUCER_ID", 2, 8), ("FIRST_OFFSET", 10, 8), ("LAST_OFFSET", 18, 8),
+              ("LAST_STABLE_OFFSET", 26, 8)]
+    at = 0
+    for name, offset, length in fields:
+        assert getattr(ti, f"{name}_OFFSET") == offset == at, name
+        assert getattr(ti, f"{name}_LENGTH") == length, name
+        at = offset + length
+    assert at == ti.ENTRY_SIZE == TransactionIndex.ENTRY_SIZE == 34
+    txn = AbortedTxn(producer_id=7, first_offset=100, last_offset=120, last_stable_offset=90)
+    data = TransactionIndex(0, [AbortedTxn(1, 2, 3, 4), txn]).to_bytes()
+    entry = ti.ENTRY_SIZE  # the second entry
+    assert struct.unpack_from(">h", data, entry + ti.VERSION_OFFSET)[0] == ti.ABORTED_TXN_VERSION
+    got = [struct.unpack_from(">q", data, entry + getattr(ti, f"{name}_OFFSET"))[0] for name, _, _ in fields[1:]]
+    assert got == list(txn)
