@@ -23,6 +23,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from migration.audit.model import RunReport
+from migration.logdir.findings import locate
 
 # Fixed colours for the message formats people look for; other labels cycle through the rest.
 FORMAT_COLOURS = {"v0": "#d9534f", "v1": "#f0ad4e", "v2": "#5cb85c"}
@@ -331,9 +332,7 @@ _PAGE = _ENV.get_template("report.html.j2")
 
 
 def _finding_text(f: Mapping[str, Any]) -> str:
-    where = f["file"] or ""
-    if f["position"] is not None:
-        where = f"{where} @ byte {f['position']}" if where else f"byte {f['position']}"
+    where = locate(f["file"], f["position"])
     code = f" [{f['code']}]" if f.get("code") else ""
     return f"{where}: {f['message']}{code}" if where else f"{f['message']}{code}"
 

@@ -34,6 +34,8 @@ from pydantic import (
 )
 
 from migration import __version__
+from migration.logdir.findings import Finding as Finding  # the report's warnings and errors, re-exported
+from migration.logdir.findings import FindingCode as FindingCode
 
 REPORT_VERSION: Literal["1"] = "1"
 
@@ -149,15 +151,6 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     return value
-
-
-class Finding(_Model):
-    """A warning or error tied to a place on disk."""
-
-    file: str | None = Field(default=None, description="Path of the file concerned, when there is one")
-    position: NonNegativeInt | None = Field(default=None, description="Byte position in the file")
-    message: str
-    code: str | None = Field(default=None, description="Stable machine-readable code, e.g. CORRUPT_CRC")
 
 
 class OffsetRange(_Model):

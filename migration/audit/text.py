@@ -15,7 +15,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from migration.audit.html import fmt_bytes, fmt_seconds, run_formats
-from migration.audit.model import RunReport, RunStatus, Totals
+from migration.audit.model import Finding, FindingCode, RunReport, RunStatus, Totals
 from migration.logdir.model import Inventory
 
 _STATUS_STYLE = {
@@ -166,7 +166,7 @@ def print_summary(report: RunReport, console: Console | None = None) -> None:
 
 
 # Unit warnings that say the run repaired something beyond its plain job: always shown.
-REPAIR_CODES = frozenset({"INDEX_REBUILT", "ROLLBACK_REPAIR"})
+REPAIR_CODES = frozenset({FindingCode.INDEX_REBUILT, FindingCode.ROLLBACK_REPAIR})
 
 
 def _repair_lines(report: RunReport) -> list[str]:
@@ -197,22 +197,19 @@ def _problem_lines(report: RunReport) -> list[str]:
     if report.refusal:
         lines.append(f"REFUSED: {report.refusal}")
     for e in report.errors:
-        lines.append(f"ERROR {_where(e.file, e.position)}{e.message}")
+        lines.append(f"ERROR {_where(e)}{e.message}")
     for broker_id, topic, partition, u in report.problem_units():
         head = f"{u.status.value.upper()} broker {broker_id} {topic}-{partition} {u.unit}"
         if u.digest_mismatch:
             head += f" (record digest changed: {u.digest_before} -> {u.digest_after})"
         lines.append(head)
-        lines.extend(f"  {_where(e.file, e.position)}{e.message}" for e in u.errors)
+        lines.extend(f"  {_where(e)}{e.message}" for e in u.errors)
     return lines
 
 
-def _where(file: str | None, position: int | None) -> str:
-    if file is None and position is None:
-        return ""
-    if position is None:
-        return f"{file}: "
-    return f"{file or ''} @ byte {position}: "
+def _where(f: Finding) -> str:
+    """``FILE @ byte N: `` (:func:`~migration.logdir.findings.locate`), empty for no place."""
+    return f"{f.where}: " if f.where else ""
 
 
 def render_text(report: RunReport) -> str:

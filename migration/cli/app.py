@@ -26,6 +26,7 @@ from migration.cli.common import (
     err_console,
     usage_error,
 )
+from migration.logdir.findings import FindingCode
 from migration.logdir.paths import Need
 
 app = typer.Typer(
@@ -197,7 +198,7 @@ def validate(
     res = validate_paths(list(paths), deep=not shallow)
     if res.files_checked == 0 and not res.problems:
         # Zero files checked is no evidence of anything: never "clean".
-        skipped = [f.path for f in res.findings if f.code == "skipped"]
+        skipped = [f.file for f in res.findings if f.code == FindingCode.SKIPPED]
         raise usage_error("validate", "nothing to check: " + (
             f"{', '.join(map(str, skipped))}: not a kind of file the validator knows (.log, .index, .timeindex, "
             ".txnindex, .snapshot, .checkpoint, bootstrap.checkpoint)" if skipped

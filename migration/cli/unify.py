@@ -64,7 +64,7 @@ def unify_bootstrap(
         console.print(f"node {broker_id} {escape(u.path or u.unit)}: [{style}]{u.status.value}[/{style}]"
                       + escape(_outcome(u)), highlight=False, soft_wrap=True)
         for f in u.errors:
-            console.print(f"  [red]error[/red] {escape(_where(f.file, f.position) + f.message)}", highlight=False,
+            console.print(f"  [red]error[/red] {escape(_where(f) + f.message)}", highlight=False,
                           soft_wrap=True)
     console.print(f"run {report.run_id}: {report.status.value} (exit {report.exit_code()})", highlight=False)
     raise typer.Exit(report.exit_code())
@@ -92,7 +92,7 @@ def _print_warnings(report: RunReport) -> None:
     """Every warning of the run on stderr: the run's own, then each unit's with its node (a
     state's warning is both: the plan states it for the run as ``<log dir>: <warning>``)."""
     def line(prefix: str, f: Finding) -> None:
-        err_console.print(f"[yellow]warning[/yellow] {escape(prefix + _where(f.file, f.position) + f.message)}",
+        err_console.print(f"[yellow]warning[/yellow] {escape(prefix + _where(f) + f.message)}",
                           highlight=False, soft_wrap=True)
 
     run_level = {w.message for w in report.warnings}
@@ -104,10 +104,9 @@ def _print_warnings(report: RunReport) -> None:
                 line(f"node {broker_id} {u.unit}: ", w)
 
 
-def _where(file: str | None, position: int | None) -> str:
-    if file is None:
-        return ""
-    return f"{file}" + (f" @ byte {position}" if position is not None else "") + ": "
+def _where(f: Finding) -> str:
+    """``FILE @ byte N: `` (:func:`~migration.logdir.findings.locate`), empty for no place."""
+    return f"{f.where}: " if f.where else ""
 
 
 def register(app: typer.Typer) -> None:

@@ -72,7 +72,8 @@ def upgrade(
     Exit 0 ok, 1 a unit failed, 2 when a path is not a broker log dir (nothing is written), 3
     refused."""
     from migration.audit.model import RunKind, new_run_id
-    from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, resume_command
+    from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade
+    from migration.migrations.upgrade.plan import resume_command
 
     if assign_leader_epoch and to is not Target.V2:
         raise typer.BadParameter("needs --to v2: only v2 batches carry a partition leader epoch",

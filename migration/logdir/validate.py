@@ -14,16 +14,16 @@ What is checked (Kafka's own rules, docs/formats.md §0.3, §1-§5, §8):
 - missing and empty indexes (Kafka's load, LogLoader.java and LogSegment.sanityCheck in
   LogSegment.java, runs no index sanity check since KAFKA-7283 and recovers only the segments
   at or above the recovery point, so below it what is on disk is what Kafka uses):
-  ``index-missing``, no ``.index`` beside a ``.log``: Kafka recovers such a segment at load
+  ``INDEX_MISSING``, no ``.index`` beside a ``.log``: Kafka recovers such a segment at load
   (both indexes rebuilt), a full read logged as an error and the sign of lost files: an error
   for a closed segment; info for the active one (the partition's last segment, also the verdict
   on a segment validated without ``next_base_offset``), which Kafka's load rebuilds like after
   every unclean shutdown, and beside an empty ``.log``;
-  ``timeindex-missing`` / ``timeindex-empty``, no ``.timeindex``, or one without entries,
+  ``TIMEINDEX_MISSING`` / ``TIMEINDEX_EMPTY``, no ``.timeindex``, or one without entries,
   although the segment's batches carry a max timestamp >= 0: Kafka creates a missing time index
   empty (LogSegment.sanityCheck truncates a newly created one to 0 bytes) and never rebuilds it
   unless it recovers the segment, so time lookups miss the segment and time-based retention
-  falls back to the ``.log`` mtime: an error, with the ``index-missing`` verdict when the
+  falls back to the ``.log`` mtime: an error, with the ``INDEX_MISSING`` verdict when the
   ``.index`` is missing too (that recovery rebuilds both). Without timestamps (v0 data, v1 at
   -1) an empty time index is right (TimeIndex.maybeAppend never indexes -1): no finding for an
   empty one, info for a missing one (Kafka creates the empty file);
@@ -46,23 +46,11 @@ from pydantic import BaseModel, Field
 from migration.formats import core, names
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import FileRecords
+from migration.formats.layout import PARTITION_LEADER_EPOCH_OFFSET
 from migration.formats.model import MAGIC_V2, NO_PARTITION_LEADER_EPOCH
+from migration.logdir.findings import Finding, FindingCode, Severity
 
-Severity = Literal["error", "warning", "info"]
 INT32_MAX = 2**31 - 1
-
-
-class Finding(BaseModel):
-    severity: Severity
-    code: str
-    path: str
-    position: int | None = None
-    message: str
-    partition: str | None = None
-
-    def __str__(self) -> str:
-        where = self.path + (f" @ byte {self.position}" if self.position is not None else "")
-        return f"{self.severity.upper():7} {self.code}: {where}: {self.message}"
 
 
 class ValidationResult(BaseModel):
@@ -80,18 +68,14 @@ class ValidationResult(BaseModel):
     def ok(self) -> bool:
         return not self.problems
 
-    def add(self, severity: Severity, code: str, path: str | os.PathLike[str], message: str, *,
+    def add(self, severity: Severity, code: FindingCode, file: str | os.PathLike[str], message: str, *,
             position: int | None = None, partition: str | None = None) -> None:
-        self.findings.append(Finding(severity=severity, code=code, path=str(path), position=position,
+        self.findings.append(Finding(severity=severity, code=code, file=str(file), position=position,
                                      message=message, partition=partition))
 
-    def add_error(self, exc: KafkaFormatError, code: str, partition: str | None = None,
-                  path: str | os.PathLike[str] | None = None) -> None:
-        self.findings.append(Finding(severity="error", code=code, path=exc.path or str(path), position=exc.position,
-                                     message=f"{exc.message}" + (
-                                         f" (expected {exc.expected}, found {exc.found})"
-                                         if exc.expected is not None or exc.found is not None else ""),
-                                     partition=partition))
+    def add_error(self, exc: KafkaFormatError, code: FindingCode, partition: str | None = None,
+                  file: str | os.PathLike[str] | None = None) -> None:
+        self.findings.append(Finding.of_error(exc, code, severity="error", file=file, partition=partition))
 
     def merge(self, other: ValidationResult) -> None:
         self.findings.extend(other.findings)
@@ -113,19 +97,21 @@ class SegmentSummary(BaseModel):
 
 
 def batch_offset_problems(first: int | None, last: int, prev_last: int, base: int, next_base: int | None,
-                          span: tuple[int, int] | None = None) -> Iterator[tuple[str, str]]:
+                          span: tuple[int, int] | None = None) -> Iterator[tuple[FindingCode, str]]:
     """Kafka's offset rules for one batch of a segment with base offset ``base``: (code,
     message) for each rule it breaks. ``first`` is None for a legacy wrapper that was not
     decompressed (judged by its last offset); ``span``, the offsets of a v2 batch's records."""
     if (last if first is None else first) <= prev_last:
-        yield "offset-order", (f"batch offsets {'' if first is None else first}..{last} do not follow the previous "
-                               f"batch ending at {prev_last}")
+        yield FindingCode.OFFSET_ORDER, (f"batch offsets {'' if first is None else first}..{last} do not follow "
+                                         f"the previous batch ending at {prev_last}")
     if span is not None and first is not None and (span[0] < first or span[1] > last):
-        yield "record-offset", f"record offsets {span[0]}..{span[1]} outside the batch's range {first}..{last}"
+        yield FindingCode.RECORD_OFFSET, (f"record offsets {span[0]}..{span[1]} outside the batch's range "
+                                          f"{first}..{last}")
     if last - base > INT32_MAX:
-        yield "offset-overflow", f"offset {last} is more than int32 above the segment base offset {base}"
+        yield FindingCode.OFFSET_OVERFLOW, f"offset {last} is more than int32 above the segment base offset {base}"
     if next_base is not None and last >= next_base:
-        yield "offset-beyond-segment", f"offset {last} is not below the next segment's base offset {next_base}"
+        yield FindingCode.OFFSET_BEYOND_SEGMENT, (f"offset {last} is not below the next segment's base offset "
+                                                  f"{next_base}")
 
 
 def validate_segment(
@@ -155,9 +141,11 @@ def validate_segment(
     time_path = Path(str(prefix) + names.TIME_INDEX_FILE_SUFFIX)
     txn_path = Path(str(prefix) + names.TXN_INDEX_FILE_SUFFIX)
 
-    offset_entries, offset_state = _index_entries(OffsetIndex, index_path, base, "index-corrupt", res, partition)
-    time_entries, time_state = _index_entries(TimeIndex, time_path, base, "timeindex-corrupt", res, partition)
-    _index_entries(TransactionIndex, txn_path, base, "txnindex-corrupt", res, partition)
+    offset_entries, offset_state = _index_entries(OffsetIndex, index_path, base, FindingCode.INDEX_CORRUPT, res,
+                                                  partition)
+    time_entries, time_state = _index_entries(TimeIndex, time_path, base, FindingCode.TIMEINDEX_CORRUPT, res,
+                                              partition)
+    _index_entries(TransactionIndex, txn_path, base, FindingCode.TXNINDEX_CORRUPT, res, partition)
 
     fr = FileRecords(log_path)
     res.files_checked += 1
@@ -192,7 +180,7 @@ def validate_segment(
                         n = len(b.scan()[1]) if b.is_compressed else 1  # inner CRCs and structure
                     records += n
             except KafkaFormatError as exc:
-                res.add_error(exc.located(str(log_path)), "corrupt-batch", partition, log_path)
+                res.add_error(exc.located(str(log_path)), FindingCode.CORRUPT_BATCH, partition, log_path)
                 summary.valid = False
                 # Kafka stops recovery at the first invalid batch: so do we.
                 break
@@ -215,43 +203,45 @@ def validate_segment(
                 # from batches that carry one.
                 if expected_epoch is not None and b.partition_leader_epoch not in (expected_epoch,
                                                                                    NO_PARTITION_LEADER_EPOCH):
-                    res.add("error", "leader-epoch-mismatch", log_path,
+                    res.add("error", FindingCode.LEADER_EPOCH_MISMATCH, log_path,
                             f"batch at offset {first} has partition leader epoch {b.partition_leader_epoch}, "
-                            f"leader-epoch-checkpoint says {expected_epoch}", position=pos + 12,
-                            partition=partition)
+                            f"leader-epoch-checkpoint says {expected_epoch}",
+                            position=pos + PARTITION_LEADER_EPOCH_OFFSET, partition=partition)
             if b.max_timestamp > max_ts:
                 max_ts = b.max_timestamp
             # offset index: entries whose position is this batch's
             while oi < len(offset_entries) and offset_entries[oi][1] < pos:
-                res.add("error", "index-position", index_path,
+                res.add("error", FindingCode.INDEX_POSITION, index_path,
                         f"entry {oi} (offset {offset_entries[oi][0]}) points inside a batch, at byte "
-                        f"{offset_entries[oi][1]}", position=oi * 8, partition=partition)
+                        f"{offset_entries[oi][1]}", position=oi * OffsetIndex.ENTRY_SIZE, partition=partition)
                 oi += 1
             while oi < len(offset_entries) and offset_entries[oi][1] == pos:
                 off = offset_entries[oi][0]
                 if off < floor:
-                    res.add("error", "index-offset", index_path,
+                    res.add("error", FindingCode.INDEX_OFFSET, index_path,
                             f"entry {oi} names offset {off} but byte {pos} starts at offset {floor}"
-                            + ("" if first is not None else " or later"), position=oi * 8, partition=partition)
+                            + ("" if first is not None else " or later"), position=oi * OffsetIndex.ENTRY_SIZE,
+                            partition=partition)
                 elif off != last:
-                    res.add("info", "index-multi-batch", index_path,
+                    res.add("info", FindingCode.INDEX_MULTI_BATCH, index_path,
                             f"entry {oi} offset {off} is not the last offset {last} of the batch at byte {pos} "
-                            "(a multi-batch append; lookups stay correct)", position=oi * 8, partition=partition)
+                            "(a multi-batch append; lookups stay correct)", position=oi * OffsetIndex.ENTRY_SIZE,
+                            partition=partition)
                 oi += 1
             # time index: an entry (T, O) is checked when the batch holding O passes
             while ti < len(time_entries) and time_entries[ti][1] <= last:
                 ts, off = time_entries[ti]
                 if ts > max_ts:
-                    res.add("error", "timeindex-ahead", time_path,
+                    res.add("error", FindingCode.TIMEINDEX_AHEAD, time_path,
                             f"entry {ti} timestamp {ts} is above the maximum timestamp {max_ts} up to offset {off}",
-                            position=ti * 12, partition=partition)
+                            position=ti * TimeIndex.ENTRY_SIZE, partition=partition)
                 ti += 1
             if on_batch is not None:
                 on_batch(b)
             if walker is not None and walker.enabled:
                 _hand_back(walker, prev_last, max_ts, oi, ti)
     except KafkaFormatError as exc:
-        res.add_error(exc.located(str(log_path)), "corrupt-batch", partition, log_path)
+        res.add_error(exc.located(str(log_path)), FindingCode.CORRUPT_BATCH, partition, log_path)
         summary.valid = False
     if walker is not None:
         # The walker holds the state after its last run (a batch that broke the loop changed
@@ -261,26 +251,26 @@ def validate_segment(
         batches += walker.batches
         records += walker.records
     if summary.valid and fr.trailing_bytes:
-        res.add("error", "trailing-bytes", log_path,
+        res.add("error", FindingCode.TRAILING_BYTES, log_path,
                 f"{fr.trailing_bytes} bytes after the last complete batch (a truncated tail)",
                 position=fr.valid_bytes, partition=partition)
         summary.valid = False
     if summary.valid:
         for j in range(oi, len(offset_entries)):
-            res.add("error", "index-beyond-log", index_path,
+            res.add("error", FindingCode.INDEX_BEYOND_LOG, index_path,
                     f"entry {j} points at byte {offset_entries[j][1]}, not a batch start in the log",
-                    position=j * 8, partition=partition)
+                    position=j * OffsetIndex.ENTRY_SIZE, partition=partition)
         for j in range(ti, len(time_entries)):
-            res.add("error", "timeindex-beyond-log", time_path,
+            res.add("error", FindingCode.TIMEINDEX_BEYOND_LOG, time_path,
                     f"entry {j} names offset {time_entries[j][1]}, beyond the last offset {prev_last}",
-                    position=j * 12, partition=partition)
+                    position=j * TimeIndex.ENTRY_SIZE, partition=partition)
     _missing_or_empty_indexes(res, index_path, time_path, offset_state, time_state, time_entries, batches=batches,
                               max_ts=max_ts, closed=next_base_offset is not None, partition=partition)
     prev_ts = None
     for j, (ts, _off) in enumerate(time_entries):
         if prev_ts is not None and ts <= prev_ts:
-            res.add("error", "timeindex-order", time_path, f"entry {j} timestamp {ts} does not increase",
-                    position=j * 12, partition=partition)
+            res.add("error", FindingCode.TIMEINDEX_ORDER, time_path, f"entry {j} timestamp {ts} does not increase",
+                    position=j * TimeIndex.ENTRY_SIZE, partition=partition)
         prev_ts = ts
     res.bytes_checked += fr.valid_bytes
     res.batches_checked += batches
@@ -308,7 +298,7 @@ def _hand_back(walker: Any, prev_last: int, max_ts: int, oi: int, ti: int) -> No
 IndexState = Literal["ok", "missing", "corrupt"]
 
 
-def _index_entries(index_type: type, path: Path, base: int, code: str, res: ValidationResult,
+def _index_entries(index_type: type, path: Path, base: int, code: FindingCode, res: ValidationResult,
                    partition: str | None) -> tuple[list[tuple[int, int]], IndexState]:
     """Read one index file with Kafka's sanity rules: its entries as plain tuples and
     ``"ok"``, or no entries and ``"missing"``, or ``"corrupt"`` (with a finding)."""
@@ -329,12 +319,12 @@ def _index_entries(index_type: type, path: Path, base: int, code: str, res: Vali
 def _missing_or_empty_indexes(res: ValidationResult, index_path: Path, time_path: Path, offset_state: IndexState,
                               time_state: IndexState, time_entries: list[tuple[int, int]], *, batches: int,
                               max_ts: int, closed: bool, partition: str | None) -> None:
-    """``index-missing``, ``timeindex-missing`` and ``timeindex-empty`` (module docstring):
+    """``INDEX_MISSING``, ``TIMEINDEX_MISSING`` and ``TIMEINDEX_EMPTY`` (module docstring):
     judged after the segment's single pass, from its batch count and max timestamp."""
     # Kafka's LogLoader recovers a segment whose offset index is missing (both indexes rebuilt).
     missing: Severity = "error" if closed and batches else "info"
     if offset_state == "missing":
-        res.add(missing, "index-missing", index_path,
+        res.add(missing, FindingCode.INDEX_MISSING, index_path,
                 f"no offset index beside a{' closed' if closed else 'n active'} segment of {batches} batches: Kafka "
                 "recovers the segment at load (reads all of it, rebuilds both indexes)"
                 if batches else "no offset index beside an empty segment (Kafka creates it at load)",
@@ -345,16 +335,16 @@ def _missing_or_empty_indexes(res: ValidationResult, index_path: Path, time_path
     wrong: Severity = missing if offset_state == "missing" else "error"
     if time_state == "missing":
         if max_ts >= 0:
-            res.add(wrong, "timeindex-missing", time_path,
+            res.add(wrong, FindingCode.TIMEINDEX_MISSING, time_path,
                     f"no time index although the segment's records carry timestamps (max {max_ts}): Kafka "
                     "creates it empty, so time lookups miss the segment and time-based retention uses the "
                     ".log mtime", partition=partition)
         else:
-            res.add("info", "timeindex-missing", time_path,
+            res.add("info", FindingCode.TIMEINDEX_MISSING, time_path,
                     "no time index; Kafka creates it empty at load, which is right for records without "
                     "timestamps", partition=partition)
     elif max_ts >= 0:
-        res.add(wrong, "timeindex-empty", time_path,
+        res.add(wrong, FindingCode.TIMEINDEX_EMPTY, time_path,
                 f"time index has no entries although the segment's records carry timestamps (max {max_ts}): "
                 "time lookups miss the segment and time-based retention uses the .log mtime",
                 position=0, partition=partition)
@@ -370,7 +360,7 @@ def validate_partition_dir(path: str | os.PathLike[str], *, deep: bool = True,
     try:
         tp = names.parse_partition_dir_name(p.name)
     except KafkaFormatError as exc:
-        res.add_error(exc, "bad-dir-name", None, p)
+        res.add_error(exc, FindingCode.BAD_DIR_NAME, None, p)
         return res
     part = tp.name
     logs: list[int] = []
@@ -378,7 +368,7 @@ def validate_partition_dir(path: str | os.PathLike[str], *, deep: bool = True,
     for e in sorted(os.scandir(p), key=lambda e: e.name):
         name = e.name
         if name.endswith(names.LEFTOVER_SUFFIXES):
-            res.add("warning", "leftover-file", e.path,
+            res.add("warning", FindingCode.LEFTOVER_FILE, e.path,
                     "left by an interrupted replace, delete or checkpoint (Kafka resolves it at startup)",
                     partition=part)
         elif name.endswith(names.LOG_FILE_SUFFIX):
@@ -388,7 +378,7 @@ def validate_partition_dir(path: str | os.PathLike[str], *, deep: bool = True,
         elif name.endswith((names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX, names.TXN_INDEX_FILE_SUFFIX)):
             base = names.offset_from_file_name(name)
             if not (p / names.log_file_name(base)).exists():
-                res.add("warning", "orphan-index", e.path, "index file without its .log (Kafka deletes it)",
+                res.add("warning", FindingCode.ORPHAN_INDEX, e.path, "index file without its .log (Kafka deletes it)",
                         partition=part)
     epochs = _leader_epochs(p, res, part)
     for i, base in enumerate(logs):
@@ -402,10 +392,10 @@ def validate_partition_dir(path: str | os.PathLike[str], *, deep: bool = True,
             ProducerSnapshot.read(sp)
             res.files_checked += 1
         except KafkaFormatError as exc:
-            res.add_error(exc, "snapshot-corrupt", part, sp)
+            res.add_error(exc, FindingCode.SNAPSHOT_CORRUPT, part, sp)
             continue
         if off not in base_set and not (logs and off > logs[-1] and off == max(snapshots)):
-            res.add("warning", "snapshot-stray", sp,
+            res.add("warning", FindingCode.SNAPSHOT_STRAY, sp,
                     f"snapshot offset {off} is not a segment base offset (Kafka deletes it as a stray)",
                     partition=part)
     pm = p / names.PARTITION_METADATA_FILE
@@ -414,7 +404,7 @@ def validate_partition_dir(path: str | os.PathLike[str], *, deep: bool = True,
             PartitionMetadataFile.read(pm)
             res.files_checked += 1
         except KafkaFormatError as exc:
-            res.add_error(exc, "partition-metadata-corrupt", part, pm)
+            res.add_error(exc, FindingCode.PARTITION_METADATA_CORRUPT, part, pm)
     return res
 
 
@@ -429,6 +419,6 @@ def _leader_epochs(p: Path, res: ValidationResult, part: str) -> list[tuple[int,
         f.check_order()
         res.files_checked += 1
     except KafkaFormatError as exc:
-        res.add_error(exc, "leader-epoch-corrupt", part, lec)
+        res.add_error(exc, FindingCode.LEADER_EPOCH_CORRUPT, part, lec)
         return None
     return [(e.epoch, e.start_offset) for e in f.entries]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from migration.formats import names
 from migration.formats.errors import KafkaFormatError
+from migration.logdir.findings import FindingCode
 from migration.logdir.kraft_validate import validate_checkpoint_file, validate_metadata_log_dir
 from migration.logdir.validate import ValidationResult, validate_partition_dir, validate_segment
 
@@ -28,7 +29,7 @@ def validate_log_dir(path: str | os.PathLike[str], *, deep: bool = True,
             MetaProperties.read(mp)
             res.files_checked += 1
         except (KafkaFormatError, ValueError) as exc:
-            res.add("error", "meta-properties", mp, str(exc))
+            res.add("error", FindingCode.META_PROPERTIES, mp, str(exc))
     for name in names.OFFSET_CHECKPOINT_FILES:
         cp = p / name
         if cp.exists():
@@ -36,10 +37,10 @@ def validate_log_dir(path: str | os.PathLike[str], *, deep: bool = True,
                 OffsetCheckpointFile.read(cp)
                 res.files_checked += 1
             except KafkaFormatError as exc:
-                res.add_error(exc, "offset-checkpoint-corrupt", None, cp)
+                res.add_error(exc, FindingCode.OFFSET_CHECKPOINT_CORRUPT, None, cp)
     for e in sorted(os.scandir(p), key=lambda e: e.name):
         if e.name.endswith(names.LEFTOVER_SUFFIXES) and e.is_file():
-            res.add("warning", "leftover-file", e.path, "temporary file of an interrupted checkpoint write")
+            res.add("warning", FindingCode.LEFTOVER_FILE, e.path, "temporary file of an interrupted checkpoint write")
         if not e.is_dir():
             continue
         if e.name == names.METADATA_PARTITION_DIR:
@@ -48,8 +49,8 @@ def validate_log_dir(path: str | os.PathLike[str], *, deep: bool = True,
         try:
             names.parse_partition_dir_name(e.name)
         except KafkaFormatError:
-            res.add("warning", "unknown-dir", e.path, "not a topic-partition directory: Kafka refuses to start "
-                    "on a log dir holding it")
+            res.add("warning", FindingCode.UNKNOWN_DIR, e.path, "not a topic-partition directory: Kafka refuses to "
+                    "start on a log dir holding it")
             continue
         validate_partition_dir(e.path, deep=deep, result=res)
     return res
@@ -76,7 +77,7 @@ def validate_file(path: str | os.PathLike[str], *, deep: bool = True,
             if log.exists():
                 validate_segment(log, next_base_offset=_next_base_offset(log), deep=deep, result=res)
             else:
-                res.add("warning", "orphan-index", p, "index file without its .log")
+                res.add("warning", FindingCode.ORPHAN_INDEX, p, "index file without its .log")
         elif name.endswith(names.PRODUCER_SNAPSHOT_FILE_SUFFIX):
             ProducerSnapshot.read(p)
             res.files_checked += 1
@@ -84,9 +85,9 @@ def validate_file(path: str | os.PathLike[str], *, deep: bool = True,
 
             validate_checkpoint_file(p, result=res)
         else:
-            res.add("info", "skipped", p, "not a file kind the validator knows")
+            res.add("info", FindingCode.SKIPPED, p, "not a file kind the validator knows")
     except KafkaFormatError as exc:
-        res.add_error(exc, "corrupt-file", None, p)
+        res.add_error(exc, FindingCode.CORRUPT_FILE, None, p)
     return res
 
 
@@ -112,7 +113,7 @@ def validate_paths(paths: list[str | os.PathLike[str]], *, deep: bool = True) ->
     for raw in paths:
         p = Path(raw)
         if not p.exists():
-            res.add("error", "missing", p, "no such file or directory")
+            res.add("error", FindingCode.MISSING, p, "no such file or directory")
         elif p.is_file():
             validate_file(p, deep=deep, result=res)
         elif p.name == names.METADATA_PARTITION_DIR:

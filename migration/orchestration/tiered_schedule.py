@@ -7,11 +7,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from migration.audit.model import RunKind, RunReport
 from migration.audit.store import ReportStore
 from migration.formats import names
+from migration.migrations.tier import layout
+from migration.migrations.tier.driver import (
+    PartitionParams,
+    TierOptions,
+    TierPrepare,
+    check_store,
+    describe_invalid_options,
+    finalize_tier,
+    open_store,
+    prepare_tier,
+    record_store_error,
+)
+from migration.migrations.tier.s3 import S3ReportSink, s3_settings_from_airflow_connection
+from migration.migrations.tier.store import StoreArgumentError, StoreUnavailable
 from migration.orchestration.common import load_cluster, merge_reports, run_id_for
 from migration.orchestration.incremental import begin_incremental, finish_incremental, load_plan, session_info
 from migration.runtime.runs import RunDir
@@ -51,8 +65,6 @@ def broker_run_id(dag_run_id: str, broker_id: int) -> str:
 
 
 def _options(p: TierParams, raw_cluster: str | None, *, snapshots_only: bool):
-    from migration.migrations.tier.driver import TierOptions
-    from migration.migrations.tier.s3 import s3_settings_from_airflow_connection
 
     desc = load_cluster(raw_cluster)
     s3 = s3_settings_from_airflow_connection(p.aws_conn_id)
@@ -72,15 +84,6 @@ def discover(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, 
     The store is checked first (names, credentials, a write probe: ``check_store``), before the
     session is leased or anything planned: a store that cannot be used fails this task with one
     line, and ``finish`` reports it as the run's error."""
-    from pydantic import ValidationError
-
-    from migration.migrations.tier.driver import (
-        check_store,
-        describe_invalid_options,
-        prepare_tier,
-        record_store_error,
-    )
-    from migration.migrations.tier.store import StoreArgumentError, StoreUnavailable
 
     p = params_of(raw)
     desc = load_cluster(raw.get("cluster"))
@@ -97,15 +100,15 @@ def discover(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, 
     plan = begin_incremental(p.session_name, broker_id, log_dirs, rid, budget_bytes=p.budget_bytes,
                              budget_segments=p.budget_segments)
     selected = [f"{s.topic}-{s.partition}" for s in plan.selected]
-    rd = RunDir(rid)
     if not selected:
-        rd.write_prepare({"nothing_dirty": True, "clean": len(plan.clean)})
+        RunDir(rid).write_prepare(TierPrepare(run_id=rid, nothing_dirty=True, clean=len(plan.clean)))
         return {"run_id": rid, "work": False, "selected": 0, "clean": len(plan.clean), "args": [], "snap_args": []}
-    rd = prepare_tier(log_dirs, run_id=rid, options=options, broker_id=broker_id, only_partitions=selected)
-    units, options = rd.read_job()
-    options["lock_log_dirs"] = []  # staging reads segments and only adds snapshot files
-    rd.write_job(units, options)
-    snap_options = {**options, "snapshots_only": True}
+    prepared = prepare_tier(log_dirs, run_id=rid, options=options, broker_id=broker_id, only_partitions=selected)
+    rd, units = prepared.run_dir, prepared.units
+    job_options = prepared.options.model_dump(mode="json") | {
+        "lock_log_dirs": []}  # staging reads segments and only adds snapshot files (and the epoch checkpoint)
+    rd.write_job(units, job_options)
+    snap_options = {**job_options, "snapshots_only": True}
     rd.write(SNAPSHOTS_JOB, {"run_id": rid, "units": [u.model_dump(mode="json") for u in units],
                              "options": snap_options})
     work = bool(units)
@@ -120,8 +123,6 @@ def verify(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, An
     closed segment, its .log, .indexes and .rsm-manifest, the .log as large as the segment.
     Objects are read through the store the job names (the object-store interface), keys made by
     the layout module only."""
-    from migration.migrations.tier import layout
-    from migration.migrations.tier.driver import TierOptions, open_store
 
     p = params_of(raw)
     rd = RunDir(broker_run_id(dag_run_id, broker_id))
@@ -135,9 +136,10 @@ def verify(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, An
     verified = 0
     for u in units:
         assert u.topic is not None and u.partition is not None
-        prefix = layout.partition_prefix(p.prefix, u.topic, u.params["topic_id"], u.partition)
+        params = PartitionParams.model_validate(u.params)
+        prefix = layout.partition_prefix(p.prefix, u.topic, params.topic_id, u.partition)
         sizes = {o.key[len(prefix):]: o.size for o in store.list_objects(prefix)}
-        for seg in u.params["segments"][:-1]:  # the active segment is never staged
+        for seg in params.segments[:-1]:  # the active segment is never staged
             base = seg["base_offset"]
             if (u.topic, u.partition, names.log_file_name(base)) not in staged:
                 continue  # reported as not staged, with its reason
@@ -155,17 +157,15 @@ def verify(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, An
 
 def finish(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """Write this broker's report (also for a run with nothing dirty) and commit the session."""
-    from migration.migrations.tier.driver import finalize_tier
-
     rid = broker_run_id(dag_run_id, broker_id)
     rd = RunDir(rid)
     plan = load_plan(rid)
-    prep = rd.read_prepare()
-    if prep.get("nothing_dirty"):
+    prep = rd.read_prepare(TierPrepare) or TierPrepare(run_id=rid)
+    if prep.nothing_dirty:
         report = RunReport.start(RunKind.TIER_PREPARE, params_of(raw).model_dump(mode="json"), run_id=rid)
-        report.warn(f"broker {broker_id}: nothing changed since the last run ({prep.get('clean', 0)} partitions "
+        report.warn(f"broker {broker_id}: nothing changed since the last run ({prep.clean} partitions "
                     "clean): no Spark job submitted")
-    elif rd.job_path.exists() or prep.get("store_error"):
+    elif rd.job_path.exists() or prep.store_error:
         report = finalize_tier(rid)
     else:
         report = None
@@ -180,8 +180,6 @@ def finish(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, An
 
 def final_report(raw: dict[str, Any], dag_id: str, dag_run_id: str) -> RunReport:
     # Every broker must have left a report: a missing one is an error in the merged report.
-    from migration.migrations.tier.s3 import S3ReportSink, s3_settings_from_airflow_connection
-
     p = params_of(raw)
     steps = [broker_run_id(dag_run_id, b) for b in brokers(raw)]
     # The bucket is configured: the report also goes beside the data it accounts for.

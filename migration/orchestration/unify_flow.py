@@ -47,10 +47,10 @@ def preflight_step(params: dict[str, Any], dag_run_id: str) -> list[dict[str, An
 def prepare_step(params: dict[str, Any], dag_run_id: str) -> list[str]:
     dirs = list(metadata_dirs(params).values())
     dry_run = bool(params.get("dry_run", True))
-    rd = prepare_unify(dirs, run_id=unify_run_id(dag_run_id), options=UnifyOptions(dry_run=dry_run))
-    units, options = rd.read_job()
-    options["lock_log_dirs"] = [] if dry_run else dirs
-    rd.write_job(units, options)
+    plan = prepare_unify(dirs, run_id=unify_run_id(dag_run_id), options=UnifyOptions(dry_run=dry_run))
+    rd = plan.run_dir
+    # the spark-submit driver holds the locks for the whole job (orchestration/spark_app.py)
+    rd.write_job(plan.units, plan.options.model_dump(mode="json") | {"lock_log_dirs": [] if dry_run else dirs})
     return ["--job", str(rd.job_path), "--results", str(rd.results_path)]
 
 

@@ -117,10 +117,13 @@ def prepare_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> list[s
     options = UpgradeOptions(target=plan.target, stamp_v0_with_mtime=plan.stamp_v0_with_mtime, force=plan.force,
                              dry_run=plan.dry_run, assign_leader_epoch=plan.assign_leader_epoch,
                              excluded_topics=plan.excluded_topics)
-    rd = prepare_upgrade(plan.log_dirs[broker_id], run_id=rid, options=options, broker_id=broker_id)
-    units, job_options = rd.read_job()
-    job_options["lock_log_dirs"] = [] if plan.dry_run else plan.log_dirs[broker_id]
-    rd.write_job(units, job_options)
+    prepared = prepare_upgrade(plan.log_dirs[broker_id], run_id=rid, options=options, broker_id=broker_id)
+    rd = prepared.run_dir
+    if prepared.options is not None:
+        # the spark-submit driver holds the locks for the whole job (orchestration/spark_app.py)
+        job_options = prepared.options.model_dump(mode="json") | {
+            "lock_log_dirs": [] if plan.dry_run else plan.log_dirs[broker_id]}
+        rd.write_job(prepared.units, job_options)
     return ["--job", str(rd.job_path), "--results", str(rd.results_path)]
 
 

@@ -12,6 +12,7 @@ from migration.audit import schema_export
 from migration.audit.model import (
     REDACTED,
     Finding,
+    FindingCode,
     RunReport,
     RunStatus,
     Totals,
@@ -112,6 +113,33 @@ def test_json_round_trip(report: RunReport) -> None:
     back = RunReport.from_json(text)
     assert back == report
     assert back.to_json() == text
+
+
+def test_older_report_json_loads(report: RunReport) -> None:
+    """A report written before findings gained severity and partition, with a validator code in
+    the kebab case of that time, loads; its codes read as the one vocabulary."""
+    data = json.loads(report.to_json())
+    units = [u for b in data["brokers"] for p in b["partitions"] for u in p["units"]]
+    findings = [f for u in units for f in u["warnings"] + u["errors"]]
+    assert findings
+    for f in findings:
+        del f["severity"], f["partition"]
+    findings[0]["code"] = "corrupt-batch"
+    back = RunReport.model_validate(data)
+    first = next(f for u in back.iter_results() for f in u.warnings + u.errors)
+    assert first.code is FindingCode.CORRUPT_BATCH and first.severity is None and first.partition is None
+    findings[0]["code"] = "NOT_A_CODE"
+    with pytest.raises(ValidationError):
+        RunReport.model_validate(data)
+
+
+def test_a_validator_finding_goes_into_a_report_as_it_is() -> None:
+    f = Finding(severity="warning", code="LEFTOVER_FILE", file="/d/t-0/x.log.swap", message="left", partition="t-0")
+    r = RunReport.start("validate", now=T0)
+    r.add_unit(1, "t", 0, _unit(warnings=[f]))
+    back = RunReport.from_json(r.to_json())
+    assert next(back.iter_results()).warnings == [f]
+    assert '"partition": "t-0"' in r.to_json() and '"code": "LEFTOVER_FILE"' in r.to_json()
 
 
 @pytest.mark.parametrize(

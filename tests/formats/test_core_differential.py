@@ -570,34 +570,34 @@ SCENARIOS: list[tuple[str, bytes, dict[str, Any], tuple[int, int, int] | None, t
      None),
     ("valid v0 wrapper", _v0(0) + _WRAPPER_V0 + _v0(7), {}, None, None, None),
     ("valid, shallow", _v0(0) + _v0(1) + _WRAPPER + _v2(7), {"deep": False}, None, None, None),
-    ("offset order", _v2(0) + _v2(1), {}, None, None, "offset-order"),
-    ("offset order, shallow wrapper", _v0(0) + _v0(6) + _WRAPPER_V0, {"deep": False}, None, None, "offset-order"),
-    ("record offsets outside the batch", _v2(0) + _v2(2, last_offset_delta=0), {}, None, None, "record-offset"),
-    ("offset beyond int32 of the base", _v2(0) + _v2(2**31 + 3), {}, None, None, "offset-overflow"),
+    ("offset order", _v2(0) + _v2(1), {}, None, None, "OFFSET_ORDER"),
+    ("offset order, shallow wrapper", _v0(0) + _v0(6) + _WRAPPER_V0, {"deep": False}, None, None, "OFFSET_ORDER"),
+    ("record offsets outside the batch", _v2(0) + _v2(2, last_offset_delta=0), {}, None, None, "RECORD_OFFSET"),
+    ("offset beyond int32 of the base", _v2(0) + _v2(2**31 + 3), {}, None, None, "OFFSET_OVERFLOW"),
     ("offset beyond the next segment", _v2(0) + _v2(2), {"next_base_offset": 3}, None, None,
-     "offset-beyond-segment"),
+     "OFFSET_BEYOND_SEGMENT"),
     ("leader epoch", _v2(0) + _v2(2, partition_leader_epoch=4), {"leader_epochs": [(-1, 0), (3, 2)]}, None, None,
-     "leader-epoch-mismatch"),
+     "LEADER_EPOCH_MISMATCH"),
     # a batch without an epoch (-1) under a checkpoint entry is no conflict (LogSegment.recover)
     ("leader epoch -1", _v2(0) + _v2(2, partition_leader_epoch=-1), {"leader_epochs": [(0, 0)]}, None, None, None),
-    ("index entry inside a batch", _v2(0) + _v2(2) + _v2(4), {}, (0, 1, 0), None, "index-position"),
-    ("index offset below the batch", _v2(0) + _v2(2) + _v2(4), {}, (0, 0, -2), None, "index-offset"),
-    ("index entry of a multi-batch append", _v2(0) + _v2(2) + _v2(4), {}, (0, 0, -1), None, "index-multi-batch"),
-    ("time index ahead", _v2(0) + _v2(2) + _v2(4), {}, None, (-1, 1), "timeindex-ahead"),
-    ("v2 crc", _v2(0) + _with(_v2(2), 70, b"\x00", fix=False), {}, None, None, "corrupt-batch"),
-    ("v2 record length", _v2(0) + _with(_v2(2), 61, b"\x02"), {}, None, None, "corrupt-batch"),
-    ("v2 negative count", _v2(0) + _with(_v2(2), 57, b"\xff\xff\xff\xff"), {}, None, None, "corrupt-batch"),
-    ("v0 crc", _v0(0) + _with(_v0(1), 27, b"\x00", fix=False), {}, None, None, "corrupt-batch"),
-    ("v0 key overruns", _v0(0) + _with(_v0(1), 18, b"\x00\x00\x00\x09"), {}, None, None, "corrupt-batch"),
-    ("v0 bytes after the value", _v0(0) + _with(_v0(1), 23, b"\x00\x00\x00\x01"), {}, None, None, "corrupt-batch"),
-    ("v1 null wrapper value", _v0(0) + encode_message(1, 1, 1, 5, None, None), {}, None, None, "corrupt-batch"),
+    ("index entry inside a batch", _v2(0) + _v2(2) + _v2(4), {}, (0, 1, 0), None, "INDEX_POSITION"),
+    ("index offset below the batch", _v2(0) + _v2(2) + _v2(4), {}, (0, 0, -2), None, "INDEX_OFFSET"),
+    ("index entry of a multi-batch append", _v2(0) + _v2(2) + _v2(4), {}, (0, 0, -1), None, "INDEX_MULTI_BATCH"),
+    ("time index ahead", _v2(0) + _v2(2) + _v2(4), {}, None, (-1, 1), "TIMEINDEX_AHEAD"),
+    ("v2 crc", _v2(0) + _with(_v2(2), 70, b"\x00", fix=False), {}, None, None, "CORRUPT_BATCH"),
+    ("v2 record length", _v2(0) + _with(_v2(2), 61, b"\x02"), {}, None, None, "CORRUPT_BATCH"),
+    ("v2 negative count", _v2(0) + _with(_v2(2), 57, b"\xff\xff\xff\xff"), {}, None, None, "CORRUPT_BATCH"),
+    ("v0 crc", _v0(0) + _with(_v0(1), 27, b"\x00", fix=False), {}, None, None, "CORRUPT_BATCH"),
+    ("v0 key overruns", _v0(0) + _with(_v0(1), 18, b"\x00\x00\x00\x09"), {}, None, None, "CORRUPT_BATCH"),
+    ("v0 bytes after the value", _v0(0) + _with(_v0(1), 23, b"\x00\x00\x00\x01"), {}, None, None, "CORRUPT_BATCH"),
+    ("v1 null wrapper value", _v0(0) + encode_message(1, 1, 1, 5, None, None), {}, None, None, "CORRUPT_BATCH"),
     ("v1 null wrapper value, shallow", _v0(0) + encode_message(1, 1, 1, 5, None, None), {"deep": False}, None, None,
-     "corrupt-batch"),
-    ("v0 wrapper offset", _v0(0) + _with(_WRAPPER_V0, 7, b"\x07"), {}, None, None, "corrupt-batch"),
+     "CORRUPT_BATCH"),
+    ("v0 wrapper offset", _v0(0) + _with(_WRAPPER_V0, 7, b"\x07"), {}, None, None, "CORRUPT_BATCH"),
     ("v1 wrapper inner crc", _v0(0) + finish(_with(legacy_plain_wrapper(
         [Record(4, 9, b"a", b"b"), Record(6, 9, None, b"c")], MAGIC_V1, Compression.LZ4, None), 60, b"\x01",
-        fix=False)), {}, None, None, "corrupt-batch"),
-    ("trailing bytes", _v2(0) + _v2(2)[:30], {}, None, None, "trailing-bytes"),
+        fix=False)), {}, None, None, "CORRUPT_BATCH"),
+    ("trailing bytes", _v2(0) + _v2(2)[:30], {}, None, None, "TRAILING_BYTES"),
 ]
 
 
@@ -646,7 +646,7 @@ def test_each_finding_is_the_same_on_both_cores(tmp_path, monkeypatch, chunk, na
         return res.model_dump(), summary.model_dump()
 
     result, _ = on_both(observe)
-    codes = [f["code"] for f in result["findings"] if f["code"] not in ("index-missing", "timeindex-missing")]
+    codes = [f["code"] for f in result["findings"] if f["code"] not in ("INDEX_MISSING", "TIMEINDEX_MISSING")]
     assert code in codes if code else not codes
     compiled_walker = walkers[-1]
     assert compiled_walker is not None and compiled_walker.batches >= 1  # the fast path did run

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from migration.cli.app import app
+from migration.logdir.findings import FindingCode
 from migration.logdir.validation import validate_paths
 
 runner = CliRunner()
@@ -38,7 +40,7 @@ def test_a_flipped_byte_in_any_segment_is_found_and_names_the_partition(sample_c
             res = validate_paths([seg.parent.parent])
             partition = seg.parent.name
             assert not res.ok, f"flip at byte {pos} of {seg} went unnoticed"
-            assert any(f.partition == partition and f.path.startswith(str(seg.parent)) for f in res.problems)
+            assert any(f.partition == partition and f.file.startswith(str(seg.parent)) for f in res.problems)
             data = bytearray(original)
         seg.write_bytes(original)
 
@@ -50,7 +52,12 @@ def test_cli_names_file_and_position_and_exits_1(sample_cluster):
     seg.write_bytes(bytes(data))
     result = runner.invoke(app, ["validate", "--json", str(seg.parent)])
     assert result.exit_code == 1
-    assert str(seg) in result.output and '"position"' in result.output
+    found = [f for f in json.loads(result.output)["findings"] if f["file"] == str(seg)]
+    assert found and {f["code"] for f in found} <= set(FindingCode), found
+    f = found[0]
+    assert f["severity"] == "error" and isinstance(f["position"], int) and f["partition"] == seg.parent.name
+    text = runner.invoke(app, ["validate", str(seg.parent)])
+    assert text.exit_code == 1 and f"ERROR   {f['code']}: {seg} @ byte {f['position']}: " in text.output
 
 
 def test_truncated_tail_and_leftovers_are_findings(sample_cluster):
@@ -59,8 +66,8 @@ def test_truncated_tail_and_leftovers_are_findings(sample_cluster):
     (seg.parent / (seg.name + ".cleaned")).write_bytes(b"x")
     res = validate_paths([seg.parent])
     codes = {f.code for f in res.problems}
-    assert "leftover-file" in codes
-    assert codes & {"trailing-bytes", "index-beyond-log", "timeindex-beyond-log"}
+    assert "LEFTOVER_FILE" in codes
+    assert codes & {"TRAILING_BYTES", "INDEX_BEYOND_LOG", "TIMEINDEX_BEYOND_LOG"}
 
 
 def test_index_garbage_is_found(sample_cluster):
@@ -69,7 +76,7 @@ def test_index_garbage_is_found(sample_cluster):
     data[4:8] = (10**6).to_bytes(4, "big")  # first entry points far beyond the log
     idx.write_bytes(bytes(data))
     res = validate_paths([idx.parent])
-    assert any(f.path == str(idx) for f in res.problems)
+    assert any(f.file == str(idx) for f in res.problems)
 
 
 @pytest.mark.parametrize("name", ["garbage.log", "00000000000000000000.index"])
@@ -94,7 +101,7 @@ def _companion(log: Path, suffix: str) -> Path:
 
 
 def _about(res, path: Path) -> list[tuple[str, str]]:
-    return [(f.severity, f.code) for f in res.findings if f.path == str(path)]
+    return [(f.severity, f.code) for f in res.findings if f.file == str(path)]
 
 
 @pytest.mark.parametrize("partition", ["clicks-v1-0", "audit-lat-0", "events-v2-0"])
@@ -104,8 +111,8 @@ def test_empty_time_index_beside_timestamps_is_an_error(sample_cluster, partitio
         ti = _companion(log, ".timeindex")
         ti.write_bytes(b"")
         res = validate_paths([log.parent])
-        assert _about(res, ti) == [("error", "timeindex-empty")]
-        f = next(f for f in res.findings if f.code == "timeindex-empty")
+        assert _about(res, ti) == [("error", "TIMEINDEX_EMPTY")]
+        f = next(f for f in res.findings if f.code == "TIMEINDEX_EMPTY")
         assert f.partition == partition and f.position == 0
         assert not res.ok
 
@@ -118,7 +125,7 @@ def test_empty_time_index_beside_records_without_timestamps_is_right(sample_clus
     logs = _partition_segments(sample_cluster, "legacy-v0-0")
     assert all(_companion(log, ".timeindex").stat().st_size == 0 for log in logs)
     res = validate_paths([logs[0].parent])
-    assert res.ok and not [f for f in res.findings if f.code.startswith("timeindex")]
+    assert res.ok and not [f for f in res.findings if f.code.startswith("TIMEINDEX")]
     # ... and v1 messages whose timestamps are all -1
     w = PartitionWriter(tmp_path / "nots-0", 4000)
     for o in range(200):
@@ -128,7 +135,7 @@ def test_empty_time_index_beside_records_without_timestamps_is_right(sample_clus
     logs = sorted((tmp_path / "nots-0").glob("*.log"))
     assert len(logs) > 1 and all(_companion(log, ".timeindex").stat().st_size == 0 for log in logs)
     res = validate_paths([tmp_path / "nots-0"])
-    assert res.ok and not [f for f in res.findings if f.code.startswith("timeindex")], [str(f) for f in res.findings]
+    assert res.ok and not [f for f in res.findings if f.code.startswith("TIMEINDEX")], [str(f) for f in res.findings]
 
 
 def test_missing_offset_index_closed_is_an_error_active_info(sample_cluster):
@@ -137,11 +144,11 @@ def test_missing_offset_index_closed_is_an_error_active_info(sample_cluster):
     closed.unlink()
     active.unlink()
     res = validate_paths([logs[0].parent])
-    assert _about(res, closed) == [("error", "index-missing")]
-    assert _about(res, active) == [("info", "index-missing")]
+    assert _about(res, closed) == [("error", "INDEX_MISSING")]
+    assert _about(res, active) == [("info", "INDEX_MISSING")]
     # a single file knows whether its segment is closed from its neighbours
-    assert _about(validate_paths([logs[0]]), closed) == [("error", "index-missing")]
-    assert _about(validate_paths([logs[-1]]), active) == [("info", "index-missing")]
+    assert _about(validate_paths([logs[0]]), closed) == [("error", "INDEX_MISSING")]
+    assert _about(validate_paths([logs[-1]]), active) == [("info", "INDEX_MISSING")]
 
 
 def test_missing_time_index_beside_v1_data_is_an_error(sample_cluster):
@@ -151,7 +158,7 @@ def test_missing_time_index_beside_v1_data_is_an_error(sample_cluster):
         _companion(log, ".timeindex").unlink()
     res = validate_paths([logs[0].parent])
     for log in logs:
-        assert _about(res, _companion(log, ".timeindex")) == [("error", "timeindex-missing")]
+        assert _about(res, _companion(log, ".timeindex")) == [("error", "TIMEINDEX_MISSING")]
 
 
 def test_both_missing_take_the_offset_index_verdict(sample_cluster):
@@ -161,10 +168,10 @@ def test_both_missing_take_the_offset_index_verdict(sample_cluster):
         _companion(log, ".index").unlink()
         _companion(log, ".timeindex").unlink()
     res = validate_paths([logs[0].parent])
-    assert _about(res, _companion(logs[0], ".index")) == [("error", "index-missing")]
-    assert _about(res, _companion(logs[0], ".timeindex")) == [("error", "timeindex-missing")]
-    assert _about(res, _companion(logs[-1], ".index")) == [("info", "index-missing")]
-    assert _about(res, _companion(logs[-1], ".timeindex")) == [("info", "timeindex-missing")]
+    assert _about(res, _companion(logs[0], ".index")) == [("error", "INDEX_MISSING")]
+    assert _about(res, _companion(logs[0], ".timeindex")) == [("error", "TIMEINDEX_MISSING")]
+    assert _about(res, _companion(logs[-1], ".index")) == [("info", "INDEX_MISSING")]
+    assert _about(res, _companion(logs[-1], ".timeindex")) == [("info", "TIMEINDEX_MISSING")]
 
 
 def test_missing_time_index_beside_v0_data_and_indexes_of_an_empty_log_are_info(sample_cluster, tmp_path):
@@ -172,13 +179,13 @@ def test_missing_time_index_beside_v0_data_and_indexes_of_an_empty_log_are_info(
     ti = _companion(logs[0], ".timeindex")
     ti.unlink()
     res = validate_paths([logs[0].parent])
-    assert _about(res, ti) == [("info", "timeindex-missing")]
+    assert _about(res, ti) == [("info", "TIMEINDEX_MISSING")]
     assert res.ok
     pdir = tmp_path / "empty-0"
     pdir.mkdir()
     (pdir / "00000000000000000000.log").write_bytes(b"")
     res = validate_paths([pdir])
-    assert res.ok and {f.code for f in res.findings} == {"index-missing", "timeindex-missing"}
+    assert res.ok and {f.code for f in res.findings} == {"INDEX_MISSING", "TIMEINDEX_MISSING"}
 
 
 def test_index_findings_come_from_one_pass_over_the_segment(sample_cluster, monkeypatch):
@@ -196,5 +203,5 @@ def test_index_findings_come_from_one_pass_over_the_segment(sample_cluster, monk
 
     monkeypatch.setattr(FileRecords, "batches", counting)
     res = validate_paths([logs[0].parent])
-    assert {f.code for f in res.problems} == {"timeindex-empty", "index-missing"}
+    assert {f.code for f in res.problems} == {"TIMEINDEX_EMPTY", "INDEX_MISSING"}
     assert len(calls) == len(logs)

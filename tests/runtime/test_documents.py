@@ -58,3 +58,15 @@ def test_spark_app_refuses_a_job_it_cannot_read(tmp_path, capsys):
     assert spark_app.main(["--job", str(job), "--results", str(tmp_path / "r.json"), "--engine", "inline"]) == 2
     assert "newer kmigrate" in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_unit_journal_of_a_newer_kmigrate_is_refused(tmp_path):
+    from migration.migrations.upgrade.journal import JournalState, UnitJournal, load_journal, save_journal
+
+    j = UnitJournal(unit_id="u", partition_dir="/p", log_file="0.log", base_offset=0, state=JournalState.STARTED)
+    save_journal(tmp_path, j)
+    assert load_journal(tmp_path, "u") == j.model_copy(update={"updated_at": load_journal(tmp_path, "u").updated_at})
+    path = tmp_path / "journal" / "u.json"
+    path.write_text(path.read_text().replace('"version": 1', '"version": 7'))
+    with pytest.raises(DocumentError, match="unit journal version 7 was written by a newer kmigrate"):
+        load_journal(tmp_path, "u")

@@ -13,8 +13,8 @@ indexes; offline tools have been seen to leave empty ones.
   returns the findings that call for a rebuild: missing, failing Kafka's sanity rules
   (OffsetIndex.sanityCheck, TimeIndex.sanityCheck), entries that do not match the log, an empty
   time index beside records with timestamps; also an empty offset index beside a segment that
-  recovery would index (``index-empty``: lookups then scan from byte 0) and temporary files
-  an interrupted rebuild left (``leftover-file``).
+  recovery would index (``INDEX_EMPTY``: lookups then scan from byte 0) and temporary files
+  an interrupted rebuild left (``LEFTOVER_FILE``).
 - :func:`rebuild_segment_indexes` rebuilds both from the ``.log`` as LogSegment.recover does
   (:class:`~migration.formats.index_builder.IndexBuilder`, the builder of the upgrade rewrite):
   one streaming shallow pass, every batch CRC checked. Each file whose bytes change is written
@@ -59,13 +59,14 @@ from migration.formats.index_file import IndexFile
 from migration.formats.model import MAGIC_V2
 from migration.formats.offset_index import OffsetIndex
 from migration.formats.time_index import TimeIndex
-from migration.logdir.validate import Finding, batch_offset_problems, validate_segment
+from migration.logdir.findings import Finding, FindingCode
+from migration.logdir.validate import batch_offset_problems, validate_segment
 from migration.runtime.faults import fault_point
 
 TMP_SUFFIX = names.CLEANED_FILE_SUFFIX
 # Findings on an index file that call for a rebuild although they are not problems: a missing
 # file is always created (an empty time index where the records carry no timestamp).
-_ALWAYS = frozenset({"index-missing", "timeindex-missing"})
+_ALWAYS = frozenset({FindingCode.INDEX_MISSING, FindingCode.TIMEINDEX_MISSING})
 
 
 def rebuild_reasons(findings: Iterable[Finding], log: Path) -> list[Finding]:
@@ -73,7 +74,7 @@ def rebuild_reasons(findings: Iterable[Finding], log: Path) -> list[Finding]:
     call for :func:`rebuild_segment_indexes`."""
     prefix = str(log)[: -len(names.LOG_FILE_SUFFIX)]
     ours = (prefix + names.INDEX_FILE_SUFFIX, prefix + names.TIME_INDEX_FILE_SUFFIX)
-    return [f for f in findings if f.path in ours and (f.severity != "info" or f.code in _ALWAYS)]
+    return [f for f in findings if f.file in ours and (f.severity != "info" or f.code in _ALWAYS)]
 
 
 class ReplacementInFlight(RuntimeError):
@@ -147,8 +148,8 @@ def _refuse_in_flight(pdir: Path, log: Path) -> None:
 
 
 def _log_error(f: Finding) -> KafkaFormatError:
-    kind = TruncatedError if f.code == "trailing-bytes" else CorruptRecordError
-    return kind(f"{f.message} [{f.code}]", path=f.path, position=f.position)
+    kind = TruncatedError if f.code == FindingCode.TRAILING_BYTES else CorruptRecordError
+    return kind(f"{f.message} [{f.code}]", path=f.file, position=f.position)
 
 
 def segment_index_problems(
@@ -174,13 +175,13 @@ def segment_index_problems(
     res, _ = validate_segment(log, next_base_offset=next_base_offset, deep=False, partition=_partition_name(pdir),
                               on_batch=on_batch)
     for f in res.problems:
-        if f.path == str(log):
+        if f.file == str(log):
             raise _log_error(f)
     out = rebuild_reasons(res.findings, log)
-    if (not any(f.path == str(index_path) for f in out) and index_path.exists()
+    if (not any(f.file == str(index_path) for f in out) and index_path.exists()
             and index_path.stat().st_size == 0 and last_position > index_interval_bytes):
         # Valid for Kafka, but each lookup in the segment then reads it from byte 0.
-        out.append(Finding(severity="warning", code="index-empty", path=str(index_path), position=0,
+        out.append(Finding(severity="warning", code=FindingCode.INDEX_EMPTY, file=str(index_path), position=0,
                            partition=_partition_name(pdir),
                            message=f"offset index has no entries although recovery (index.interval.bytes="
                                    f"{index_interval_bytes}) indexes this segment: every lookup scans it from "
@@ -188,7 +189,7 @@ def segment_index_problems(
     for p in (index_path, time_path) if not _staged_rewrite(log) else ():
         tmp = p.with_name(p.name + TMP_SUFFIX)
         if tmp.exists():
-            out.append(Finding(severity="warning", code="leftover-file", path=str(tmp),
+            out.append(Finding(severity="warning", code=FindingCode.LEFTOVER_FILE, file=str(tmp),
                                partition=_partition_name(pdir),
                                message="left by an interrupted index rebuild (Kafka deletes it at startup)"))
     return out

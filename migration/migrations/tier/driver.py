@@ -28,6 +28,7 @@ segment, Kafka's field names); docs/operations.md says how an operator publishes
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -36,10 +37,11 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from migration.audit.model import (
     Finding,
@@ -50,12 +52,14 @@ from migration.audit.model import (
     UnitResult,
     UnitStatus,
     UnitType,
+    new_run_id,
 )
+from migration.audit.store import ReportStore
 from migration.formats import names
 from migration.formats.checkpoint_files import EpochEntry, segment_leader_epochs
 from migration.formats.errors import KafkaFormatError
+from migration.formats.fileio import atomic_write
 from migration.logdir.model import LogDir, Partition, scan_log_dir
-from migration.logdir.validate import Finding as ValidationFinding
 from migration.logdir.validate import validate_segment
 from migration.migrations.common.index_repair import ReplacementInFlight, rebuild_reasons, rebuild_segment_indexes
 from migration.migrations.common.leader_epoch import ASSIGNED_CODE, assign_leader_epoch, plan_assignment
@@ -74,6 +78,7 @@ from migration.migrations.tier.store import (
     one_line,
     prefix_problem,
 )
+from migration.runtime.documents import PrepareDocument
 from migration.runtime.engine import Progress, Unit, get_engine
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused, RunLock, check_not_live, holding_locks
@@ -203,6 +208,42 @@ class NotReady(BaseModel):
     status: UnitStatus = UnitStatus.FAILED
 
 
+class TierPrepare(PrepareDocument):
+    """``prepare.json`` of a tiering run: the partitions that take no part or are not ready,
+    and why; a refusal, an unusable store, or (a scheduled run) nothing changed."""
+
+    kind: str = RunKind.TIER_PREPARE.value
+    options: dict[str, Any] = Field(default_factory=dict, description="TierOptions as the run used them")
+    metadata_sources: list[str] = Field(default_factory=list)
+    not_ready: list[NotReady] = Field(default_factory=list)
+    units: int = 0
+    store_error: str | None = None
+    nothing_dirty: bool = Field(default=False, description="A scheduled run whose session found nothing changed")
+    clean: int = 0
+
+
+class PartitionParams(BaseModel):
+    """Parameters of a ``tier-partition`` unit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    topic_id: str
+    topic_id_source: str
+    segments: list[dict[str, Any]] = Field(description="base_offset, size, mtime_ns, max_timestamp, formats of "
+                                           "every segment, the active one last")
+    leader_epochs: list[tuple[int, int]] = Field(default_factory=list)
+
+
+class TierPlan(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    run_dir: RunDir
+    prepare: TierPrepare
+    units: list[Unit]
+    options: TierOptions
+
+
+
 # ------------------------------------------------------------------------------------- prepare
 
 
@@ -226,9 +267,9 @@ def _corrupt_reason(p: Partition) -> str | None:
 
 
 def prepare_tier(log_dirs: list[str | os.PathLike[str]], *, run_id: str, options: TierOptions,
-                 broker_id: int | None = None, only_partitions: list[str] | None = None) -> RunDir:
-    """Plan a run: ``job.json`` (units, options) and ``prepare.json`` (readiness findings).
-    Raises :class:`Refused` when a live broker holds a log dir."""
+                 broker_id: int | None = None, only_partitions: list[str] | None = None) -> TierPlan:
+    """Plan a run: ``job.json`` (units, options) and ``prepare.json`` (readiness findings), and
+    the plan itself. Raises :class:`Refused` when a live broker holds a log dir."""
     started = time.time()
     rd = RunDir(run_id)
     if options.dry_run and options.scratch_dir is None:
@@ -296,18 +337,16 @@ def prepare_tier(log_dirs: list[str | os.PathLike[str]], *, run_id: str, options
             units.append(Unit(
                 kind=UNIT_KIND, id=f"{UNIT_KIND}:{bid}:{p.name}", broker_id=bid, log_dir=d.path, path=p.path,
                 topic=p.topic, partition=p.partition, size=sum(s.size for s in p.segments[:-1]),
-                params={"topic_id": topic_id, "topic_id_source": "partition.metadata" if p.topic_id else "metadata-log",
-                        "segments": segs, "leader_epochs": [list(e) for e in (p.leader_epochs or [])]},
+                params=PartitionParams(
+                    topic_id=topic_id, topic_id_source="partition.metadata" if p.topic_id else "metadata-log",
+                    segments=segs, leader_epochs=list(p.leader_epochs or [])).model_dump(mode="json"),
             ))
     rd.write_job(units, options.model_dump(mode="json"))
-    rd.write_prepare({
-        "version": 1, "run_id": run_id, "kind": RunKind.TIER_PREPARE.value, "started_at": started,
-        "log_dirs": [str(d) for d in log_dirs], "options": options.model_dump(mode="json"),
-        "metadata_sources": image.sources, "warnings": warnings,
-        "not_ready": [n.model_dump(mode="json") for n in not_ready],
-        "units": len(units), "refusal": None,
-    })
-    return rd
+    prepare = TierPrepare(run_id=run_id, started_at=started, log_dirs=[str(d) for d in log_dirs],
+                          dry_run=options.dry_run, options=options.model_dump(mode="json"),
+                          metadata_sources=image.sources, warnings=warnings, not_ready=not_ready, units=len(units))
+    rd.write_prepare(prepare)
+    return TierPlan(run_dir=rd, prepare=prepare, units=units, options=options)
 
 
 # ------------------------------------------------------------------------------------- executor
@@ -323,7 +362,7 @@ class _SegmentPlan(BaseModel):
 
 
 def _segment_plans(unit: Unit) -> tuple[list[_SegmentPlan], int]:
-    segs = unit.params["segments"]
+    segs = PartitionParams.model_validate(unit.params).segments
     plans = [_SegmentPlan(base=s["base_offset"], next_offset=n["base_offset"], size=s["size"], mtime_ns=s["mtime_ns"],
                           max_timestamp=s["max_timestamp"], formats=s.get("formats", []))
              for s, n in zip(segs, segs[1:], strict=False)]
@@ -334,10 +373,11 @@ def _check_unchanged(pdir: Path, unit: Unit) -> None:
     """The driver planned from a listing; refuse to act on a directory that changed since."""
     bases = sorted(names.offset_from_file_name(e.name) for e in os.scandir(pdir)
                    if e.name.endswith(names.LOG_FILE_SUFFIX))
-    planned = [s["base_offset"] for s in unit.params["segments"]]
+    segments = PartitionParams.model_validate(unit.params).segments
+    planned = [s["base_offset"] for s in segments]
     if bases != planned:
         raise RuntimeError(f"{pdir}: segments changed since prepare (planned {planned}, found {bases})")
-    for s in unit.params["segments"][:-1]:
+    for s in segments[:-1]:
         st = (pdir / names.log_file_name(s["base_offset"])).stat()
         if st.st_size != s["size"] or st.st_mtime_ns != s["mtime_ns"]:
             raise RuntimeError(f"{pdir / names.log_file_name(s['base_offset'])}: changed since prepare")
@@ -471,8 +511,6 @@ def _reusable(store: ObjectStore, key: str, size: int, sha256: str, part_size: i
 
 
 def _sha256(data: bytes) -> str:
-    import hashlib
-
     return hashlib.sha256(data).hexdigest()
 
 
@@ -533,7 +571,8 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
     started = time.monotonic()
     pdir = Path(unit.path)
     assert unit.topic is not None and unit.partition is not None
-    topic_id: str = unit.params["topic_id"]
+    params = PartitionParams.model_validate(unit.params)
+    topic_id = params.topic_id
     results: list[UnitResult] = []
     records: list[dict[str, Any]] = []
     part_findings: list[Finding] = []
@@ -547,7 +586,7 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
     try:
         _check_unchanged(pdir, unit)
         plans, _active = _segment_plans(unit)
-        bases = [s["base_offset"] for s in unit.params["segments"]]
+        bases = [s["base_offset"] for s in params.segments]
         # 1. Snapshots, one streaming pass (they depend on everything below them).
         for outcome in ensure_segment_snapshots(pdir, bases, dry_run=opts.dry_run):
             if outcome.action is SnapshotAction.EXISTING:
@@ -568,7 +607,7 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
         return {**base_out, "status": "ok", "unit_result": partition_result(UnitStatus.OK).model_dump(mode="json"),
                 "segment_results": [r.model_dump(mode="json") for r in results], "segment_metadata": []}
 
-    epochs = [tuple(e) for e in unit.params.get("leader_epochs", [])]
+    epochs = list(params.leader_epochs)
     if opts.assign_leader_epoch:
         try:
             epochs = _assign_epoch(pdir, results, dry_run=opts.dry_run) or epochs
@@ -666,7 +705,7 @@ def _scratch_store_root(opts: TierOptions) -> Path:
 
 
 def _validate_closed_segment(pdir: Path, plan: _SegmentPlan, epochs: list[tuple[int, int]], *, repair: bool
-                             ) -> list[ValidationFinding]:
+                             ) -> list[Finding]:
     """Batch framing and CRCs, offsets and indexes of the segment about to be staged. Index
     findings are not a reason to refuse: the indexes are rebuilt from the ``.log`` with Kafka's
     recovery rules (``repair``), and the findings returned; anything else wrong refuses."""
@@ -697,31 +736,27 @@ def _report_params(options: dict[str, Any]) -> dict[str, Any]:
 
 def finalize_tier(run_id: str) -> RunReport:
     """Build, save and return the run report; write the metadata-record JSONL into the run dir."""
-    from migration.audit.store import ReportStore
-
     rd = RunDir(run_id)
-    prep = rd.read_prepare()
-    started = prep.get("started_at")
-    from datetime import UTC, datetime
-
-    report = RunReport.start(RunKind.TIER_PREPARE, _report_params(prep.get("options", {})), run_id=run_id,
+    prep = rd.read_prepare(TierPrepare) or TierPrepare(run_id=run_id)
+    started = prep.started_at
+    report = RunReport.start(RunKind.TIER_PREPARE, _report_params(prep.options), run_id=run_id,
                              formats=FormatVersions(other={"remote-layout": layout.LAYOUT_NAME,
                                                            "rsm-manifest": layout.MANIFEST_VERSION,
                                                            "producer-snapshot": 1,
                                                            "metadata-jsonl": layout.JSONL_VERSION}),
-                             now=datetime.fromtimestamp(started, UTC) if started else None)
-    if prep.get("refusal"):
-        report.refuse(prep["refusal"])
-    if prep.get("store_error"):
-        report.error(f"store not usable, nothing written or uploaded: {prep['store_error']}")
-    for w in prep.get("warnings", []):
+                             now=datetime.fromtimestamp(started, UTC) if isinstance(started, float | int) else None)
+    if prep.refusal:
+        report.refuse(prep.refusal)
+    if prep.store_error:
+        report.error(f"store not usable, nothing written or uploaded: {prep.store_error}")
+    for w in prep.warnings:
         report.warn(w)
-    for n in prep.get("not_ready", []):
-        report.add_unit(n["broker_id"], n["topic"], n["partition"], UnitResult(
-            unit=Path(n["path"]).name, unit_type=UnitType.FILE, path=n["path"], status=UnitStatus(n["status"]),
-            errors=[Finding(message=n["reason"], code=n["code"])] if n["status"] == UnitStatus.FAILED.value else [],
-            warnings=[Finding(message=n["reason"], code=n["code"])] if n["status"] != UnitStatus.FAILED.value
-            else []), track_progress=False)
+    for n in prep.not_ready:
+        finding = Finding(message=n.reason, code=n.code)
+        failed = n.status is UnitStatus.FAILED
+        report.add_unit(n.broker_id, n.topic, n.partition, UnitResult(
+            unit=Path(n.path).name, unit_type=UnitType.FILE, path=n.path, status=n.status,
+            errors=[finding] if failed else [], warnings=[] if failed else [finding]), track_progress=False)
     units, _ = rd.read_job() if rd.job_path.exists() else ([], {})
     for u in units:
         report.plan_unit(u.broker_id, u.topic or "?", u.partition or 0, u.id, u.size, UnitType.FILE)
@@ -758,8 +793,6 @@ def finalize_tier(run_id: str) -> RunReport:
 
 
 def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
-    from migration.formats.fileio import atomic_write
-
     atomic_write(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records).encode("utf-8"),
                  tmp_suffix=".tmp")
 
@@ -784,9 +817,8 @@ def describe_invalid_options(exc: ValidationError, labels: Mapping[str, str] | N
 def record_store_error(run_id: str, message: str, options: dict[str, Any]) -> None:
     """A run that stops before its first write because the store cannot be used: ``prepare.json``
     says why, and :func:`finalize_tier` reports it as a run-level error."""
-    RunDir(run_id).write_prepare({"version": 1, "run_id": run_id, "kind": RunKind.TIER_PREPARE.value,
-                                  "started_at": time.time(), "store_error": message, "options": options,
-                                  "warnings": [], "not_ready": [], "units": 0, "refusal": None})
+    RunDir(run_id).write_prepare(TierPrepare(run_id=run_id, started_at=time.time(), store_error=message,
+                                             options=options))
 
 
 def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions, engine: str = "inline",
@@ -797,8 +829,6 @@ def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions
     with exit code 3, an unusable store one with a run-level error (exit 1); a wrongly named
     store or missing credentials raise :class:`~.store.StoreArgumentError` (the caller's
     arguments: exit 2) before anything is written."""
-    from migration.audit.model import new_run_id
-
     rid = run_id or new_run_id(RunKind.TIER_PREPARE)
     try:
         check_store(options, run_id=rid)
@@ -806,13 +836,13 @@ def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions
         record_store_error(rid, str(exc), options.model_dump(mode="json"))
         return finalize_tier(rid)
     try:
-        rd = prepare_tier(log_dirs, run_id=rid, options=options, broker_id=broker_id, only_partitions=only_partitions)
+        plan = prepare_tier(log_dirs, run_id=rid, options=options, broker_id=broker_id,
+                            only_partitions=only_partitions)
     except Refused as exc:
-        rd = RunDir(rid)
-        rd.write_prepare({"version": 1, "run_id": rid, "started_at": time.time(), "refusal": str(exc),
-                          "options": options.model_dump(mode="json"), "warnings": [], "not_ready": []})
+        RunDir(rid).write_prepare(TierPrepare(run_id=rid, started_at=time.time(), refusal=str(exc),
+                                              options=options.model_dump(mode="json")))
         return finalize_tier(rid)
-    units, opts = rd.read_job()
+    rd, units, opts = plan.run_dir, plan.units, plan.options.model_dump(mode="json")
     eng = get_engine(engine, master=master, spark=spark)
     if options.dry_run:
         results = eng.run(units, opts, progress, functions={UNIT_KIND: run_unit})

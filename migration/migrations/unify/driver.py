@@ -13,36 +13,35 @@ from migration.audit.model import Finding, RunKind, RunReport, UnitResult, UnitS
 from migration.audit.store import ReportStore
 from migration.formats import names
 from migration.migrations.unify.options import UnifyOptions, UnifyUnitParams
-from migration.migrations.unify.plan import prepare_unify
+from migration.migrations.unify.plan import UnifyPlan, UnifyPrepare, load_plan, prepare_unify
 from migration.migrations.unify.state import FORMAT_ZERO
 from migration.migrations.unify.unit import UNIT_KIND, run_unit
 from migration.migrations.unify.verify import verify_unified
 from migration.runtime.engine import Progress, get_engine
-from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused
 
 log = logging.getLogger(__name__)
 
 
-def _report_params(prepare: dict[str, Any]) -> dict[str, Any]:
-    opts = prepare.get("options", {})
-    return {"metadata_log_dirs": prepare.get("metadata_log_dirs", []), "engine": prepare.get("engine"),
-            "dry_run": opts.get("dry_run", False), "backup_root": opts.get("backup_root"),
-            "retire_stray": opts.get("retire_stray", False), "stray_log_dirs": opts.get("stray_log_dirs", [])}
+def _report_params(prepare: UnifyPrepare) -> dict[str, Any]:
+    opts = prepare.options
+    return {"metadata_log_dirs": prepare.metadata_log_dirs, "engine": prepare.engine, "dry_run": opts.dry_run,
+            "backup_root": opts.backup_root, "retire_stray": opts.retire_stray, "stray_log_dirs": opts.stray_log_dirs}
 
 
-def finalize_unify(run_id: str, *, save: bool = True) -> RunReport:
+def finalize_unify(run_id: str, *, save: bool = True, plan: UnifyPlan | None = None) -> RunReport:
     """Results -> verified run report (saved in the report store)."""
-    rd = RunDir(run_id)
-    units, _ = rd.read_job()
-    prepare = rd.read_prepare()
-    by_id = {r.get("unit_id"): r for r in rd.read_results()}
-    started = datetime.fromisoformat(prepare["started_at"]) if "started_at" in prepare else None
+    plan = plan or load_plan(run_id)
+    if plan is None:
+        raise Refused(f"no unification job for run {run_id}")
+    prepare = plan.prepare
+    by_id = {r.get("unit_id"): r for r in plan.run_dir.read_results()}
+    started = datetime.fromisoformat(prepare.started_at) if isinstance(prepare.started_at, str) else None
     report = RunReport.start(RunKind.UNIFY_BOOTSTRAP, _report_params(prepare), run_id=run_id, now=started)
-    for w in prepare.get("warnings", []):
+    for w in prepare.warnings:
         report.warn(w)
-    dry_run = bool(prepare.get("options", {}).get("dry_run"))
-    for u in units:
+    dry_run = prepare.options.dry_run
+    for u in plan.units:
         r = by_id.get(u.id)
         stray = UnifyUnitParams.model_validate(u.params).role == "stray"
         if r is None or "unit_result" not in r:
@@ -73,7 +72,7 @@ def execute_unify(metadata_log_dirs: list[str | os.PathLike[str]], *, options: U
     opts = options or UnifyOptions()
     rid = run_id or new_run_id(RunKind.UNIFY_BOOTSTRAP)
     try:
-        rd = prepare_unify(metadata_log_dirs, run_id=rid, options=opts)
+        plan = prepare_unify(metadata_log_dirs, run_id=rid, options=opts)
     except Refused as exc:
         log.error("refused: %s", exc)
         report = RunReport.start(RunKind.UNIFY_BOOTSTRAP, {
@@ -84,11 +83,9 @@ def execute_unify(metadata_log_dirs: list[str | os.PathLike[str]], *, options: U
         report.finish()
         ReportStore().save(report)
         return report
-    prep = rd.read_prepare()
-    prep["engine"] = engine
-    rd.write_prepare(prep)
-    units, job_options = rd.read_job()
-    results = get_engine(engine, master=master, spark=spark).run(units, job_options, progress,
-                                                                 functions={UNIT_KIND: run_unit})
-    rd.write_results(results)
-    return finalize_unify(rid)
+    plan.prepare.engine = engine
+    plan.run_dir.write_prepare(plan.prepare)
+    results = get_engine(engine, master=master, spark=spark).run(plan.units, plan.options.model_dump(mode="json"),
+                                                                 progress, functions={UNIT_KIND: run_unit})
+    plan.run_dir.write_results(results)
+    return finalize_unify(rid, plan=plan)

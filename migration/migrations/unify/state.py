@@ -39,6 +39,7 @@ from migration.formats.metadata_records import (
 )
 from migration.formats.model import Record
 from migration.formats.record_batch import RECORD_BATCH_OVERHEAD, encode_record
+from migration.logdir.findings import Finding
 
 # Format labels of the report's units (UnitResult.input_format / output_format).
 FORMAT_BOOTSTRAP = "bootstrap.checkpoint"
@@ -57,15 +58,9 @@ CASE_DESCRIPTIONS: dict[int | str, str] = {
 }
 
 
-class Problem(BaseModel):
-    message: str
-    file: str | None = None
-    position: int | None = None
-
-    def __str__(self) -> str:
-        where = "" if self.file is None else self.file + (f" @ byte {self.position}" if self.position is not None
-                                                           else "") + ": "
-        return where + self.message
+# A state's problems are findings like every layer's (no code: the state's case says it all);
+# the unify unit names them Problem.
+Problem = Finding
 
 
 class CheckpointSummary(BaseModel):
@@ -107,7 +102,7 @@ class UnifyState(BaseModel):
                                        "bootstrap records (a re-run after a crash)")
     log_segments: int = 0
     warnings: list[str] = Field(default_factory=list)
-    errors: list[Problem] = Field(default_factory=list)
+    errors: list[Finding] = Field(default_factory=list)
 
 
 class StraySummary(BaseModel):
@@ -117,7 +112,7 @@ class StraySummary(BaseModel):
     size: int = 0
     metadata_records: int | None = None
     digest: str | None = None
-    problem: Problem | None = None
+    problem: Finding | None = None
 
 
 @dataclass
@@ -164,13 +159,6 @@ def read_checkpoint_path(path: Path) -> CheckpointRead:
     return CheckpointRead(summary=summary, contents=contents, append_time=first.max_timestamp)
 
 
-def format_problem(exc: KafkaFormatError, path: Path) -> Problem:
-    detail = ""
-    if exc.expected is not None or exc.found is not None:
-        detail = f" (expected {exc.expected}, found {exc.found})"
-    return Problem(message=exc.message + detail, file=exc.path or str(path), position=exc.position)
-
-
 def node_id_of(log_dir: Path) -> int | None:
     try:
         return MetaProperties.read(log_dir / names.META_PROPERTIES_FILE).node_id
@@ -196,9 +184,9 @@ def _read_into(path: Path, state: UnifyState) -> CheckpointRead | None:
     try:
         return read_checkpoint_path(path)
     except KafkaFormatError as exc:
-        state.errors.append(format_problem(exc, path))
+        state.errors.append(Finding.of_error(exc, file=path))
     except OSError as exc:
-        state.errors.append(Problem(message=str(exc), file=str(path)))
+        state.errors.append(Finding(message=str(exc), file=str(path)))
     return None
 
 
@@ -243,11 +231,11 @@ def inspect_dir(metadata_log_dir: str | os.PathLike[str]) -> tuple[UnifyState, C
         values = record_values(boot.contents.metadata_records)
         state.bootstrap_batch_bytes = _single_batch_size(values)
         if boot.contents.kraft_records:
-            state.errors.append(Problem(message="bootstrap.checkpoint holds KRaft control records "
+            state.errors.append(Finding(message="bootstrap.checkpoint holds KRaft control records "
                                         f"({', '.join(boot.summary.kraft_records)}): not a bootstrap file Kafka "
                                         "can read", file=str(boot_path)))
         if not values:
-            state.errors.append(Problem(message="bootstrap.checkpoint holds no metadata records",
+            state.errors.append(Finding(message="bootstrap.checkpoint holds no metadata records",
                                         file=str(boot_path)))
     _classify(state, boot, zero, boot_path, zero_path)
     if state.errors:
@@ -296,7 +284,7 @@ def _classify(state: UnifyState, boot: CheckpointRead | None, zero: CheckpointRe
     elif state.later_snapshots:
         state.case = 5  # nothing left to retire
     elif not state.errors:
-        state.errors.append(Problem(message="no bootstrap.checkpoint and no zero checkpoint holding metadata "
+        state.errors.append(Finding(message="no bootstrap.checkpoint and no zero checkpoint holding metadata "
                                     "records: no bootstrap metadata to unify", file=state.log_dir))
 
 
@@ -307,15 +295,15 @@ def _check_writable(state: UnifyState) -> None:
         return
     mv = state.metadata_version_level
     if mv is None:
-        state.errors.append(Problem(message="bootstrap.checkpoint has no metadata.version FeatureLevelRecord",
+        state.errors.append(Finding(message="bootstrap.checkpoint has no metadata.version FeatureLevelRecord",
                                     file=boot.path))
     elif mv < MV_3_3_IV3:
-        state.errors.append(Problem(message=f"metadata.version {metadata_version_name(mv)} (feature level {mv}) is "
+        state.errors.append(Finding(message=f"metadata.version {metadata_version_name(mv)} (feature level {mv}) is "
                                     "below 3.3-IV3 (level 7): newer servers fail on such bootstrap metadata "
                                     "(KAFKA-19192); upgrade the cluster's metadata.version first", file=boot.path))
     size = state.bootstrap_batch_bytes or 0
     if size > KRAFT_MAX_BATCH_BYTES:
-        state.errors.append(Problem(message=f"the bootstrap records need {size} bytes as one batch, above KRaft's "
+        state.errors.append(Finding(message=f"the bootstrap records need {size} bytes as one batch, above KRaft's "
                                     f"maximum batch size of {KRAFT_MAX_BATCH_BYTES} bytes (KIP-1170 8 MB limit)",
                                     file=boot.path))
 
@@ -336,5 +324,5 @@ def stray_summary(log_dir: str | os.PathLike[str]) -> StraySummary:
             r = read_checkpoint_path(p)
             s.metadata_records, s.digest = r.summary.metadata_records, r.summary.digest
         except KafkaFormatError as exc:
-            s.problem = format_problem(exc, p)
+            s.problem = Finding.of_error(exc, file=p)
     return s

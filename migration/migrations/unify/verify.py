@@ -11,6 +11,7 @@ from migration.formats import names
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import iterate_batches
 from migration.formats.kraft_checkpoint import KRAFT_MAX_BATCH_BYTES, KRaftControlRecord, read_checkpoint
+from migration.logdir.findings import locate
 from migration.logdir.kraft_validate import validate_checkpoint_file
 from migration.logdir.validate import ValidationResult
 from migration.migrations.unify.state import metadata_log_dir_of, record_values, records_digest
@@ -33,7 +34,7 @@ def check_zero(data: bytes, path: Path, expected_digest: str, kraft: list[KRaftC
         problems.append(f"{path}: batch epochs {sorted(contents.epochs)}, expected only 0")
     for b in iterate_batches(data, path=str(path), strict=True):
         if b.size_in_bytes > KRAFT_MAX_BATCH_BYTES:
-            problems.append(f"{path} @ byte {b.position}: batch of {b.size_in_bytes} bytes above 8 MiB")
+            problems.append(f"{locate(path, b.position)}: batch of {b.size_in_bytes} bytes above 8 MiB")
     return problems
 
 
@@ -65,7 +66,7 @@ def verify_unified(metadata_log_dir: str | os.PathLike[str], expected_digest: st
                 problems.append(f"{zero_path}: metadata records digest {digest}, expected {expected_digest}")
         for b in iterate_batches(data, path=str(zero_path), strict=True):
             if b.size_in_bytes > KRAFT_MAX_BATCH_BYTES:
-                problems.append(f"{zero_path} @ byte {b.position}: batch above 8 MiB")
+                problems.append(f"{locate(zero_path, b.position)}: batch above 8 MiB")
         problems += validate_file(zero_path)
     elif expected_digest is not None:
         problems.append(f"{zero_path}: missing")

@@ -17,14 +17,15 @@ import os
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from migration.formats.digest import RecordDigest
 from migration.formats.fileio import atomic_write, fsync_dir
 from migration.migrations.common.backup import BackupFile
 from migration.migrations.upgrade.rewrite import OutputSegment
+from migration.runtime.documents import RunDocument
 from migration.runtime.runs import JOURNAL_DIR
 
 
@@ -42,7 +43,12 @@ class JournalState(StrEnum):
 IN_FLIGHT = frozenset({JournalState.STARTED, JournalState.CLEANED, JournalState.ROLLING_BACK})
 
 
-class UnitJournal(BaseModel):
+class UnitJournal(RunDocument):
+    """One unit's journal; versioned like every run document (a resume may read it with a newer
+    kmigrate: an unknown version is refused, never guessed at)."""
+
+    NAME: ClassVar[str] = "unit journal"
+
     unit_id: str
     partition_dir: str
     log_file: str
@@ -79,7 +85,7 @@ def journal_path(run_dir: str | os.PathLike[str], unit_id: str) -> Path:
 
 def load_journal(run_dir: str | os.PathLike[str], unit_id: str) -> UnitJournal | None:
     p = journal_path(run_dir, unit_id)
-    return UnitJournal.model_validate_json(p.read_text()) if p.exists() else None
+    return UnitJournal.read(p) if p.exists() else None
 
 
 def save_journal(run_dir: str | os.PathLike[str], journal: UnitJournal) -> None:

@@ -54,10 +54,8 @@ def run_validate_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
         unit=Path(unit.path).name, unit_type=UnitType.PARTITION,
         path=unit.path, status=UnitStatus.OK if res.ok else UnitStatus.FAILED,
         records_before=res.records_checked, bytes_before=res.bytes_checked,
-        warnings=[ReportFinding(file=f.path, position=f.position, message=f.message, code=f.code)
-                  for f in res.findings if f.severity == "warning"],
-        errors=[ReportFinding(file=f.path, position=f.position, message=f.message, code=f.code)
-                for f in res.findings if f.severity == "error"],
+        warnings=[f for f in res.findings if f.severity == "warning"],
+        errors=[f for f in res.findings if f.severity == "error"],
     )
     return {"status": "ok" if res.ok else "failed", "broker_id": unit.broker_id, "topic": unit.topic,
             "partition": unit.partition, "unit_result": ur.model_dump(mode="json")}

@@ -38,6 +38,7 @@ from migration.formats.digest import RecordDigest, RecordDigester
 from migration.formats.errors import CorruptRecordError, TruncatedError
 from migration.formats.file_records import Batch, FileRecords
 from migration.formats.index_builder import IndexBuilder
+from migration.formats.layout import KEY_SIZE_LENGTH
 from migration.formats.legacy import (
     ATTRIBUTE_TIMESTAMP_TYPE_MASK,
     LegacyBatch,
@@ -48,6 +49,7 @@ from migration.formats.legacy import (
 from migration.formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP, Record, TimestampType
 from migration.formats.record_batch import build_record_batch, build_single_record_batch
 from migration.formats.transaction_index import TransactionIndex
+from migration.logdir.findings import FindingCode
 from migration.logdir.validate import batch_offset_problems
 from migration.runtime.faults import fault_point
 
@@ -175,7 +177,7 @@ class Converter:
             if b.magic == MAGIC_V0 and lat:
                 rts = ts
             out = build_single_record_batch(
-                off, rts, None if klen < 0 else data[kp + 4 : kp + 4 + klen],
+                off, rts, None if klen < 0 else data[kp + KEY_SIZE_LENGTH : kp + KEY_SIZE_LENGTH + klen],
                 None if vlen < 0 else data[vend - vlen : vend], log_append_time=lat,
                 partition_leader_epoch=spec.leader_epoch(off),
             )
@@ -365,7 +367,7 @@ def _check_offsets(b: Batch, span: tuple[int, int] | None, prev_last: int, base:
     first, last = b.base_offset, b.last_offset
     for code, message in batch_offset_problems(first, last, prev_last, base, next_base,
                                                span if b.magic == MAGIC_V2 else None):
-        if code != "offset-overflow":
+        if code != FindingCode.OFFSET_OVERFLOW:
             raise CorruptRecordError(message, path=str(path), position=b.position)
     return max(prev_last, last)  # as the validator carries it
 

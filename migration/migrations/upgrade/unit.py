@@ -46,7 +46,7 @@ from migration.migrations.common.replace import (
     settle_range,
 )
 from migration.migrations.upgrade.journal import JournalState, UnitJournal, load_journal, save_journal
-from migration.migrations.upgrade.options import UpgradeOptions
+from migration.migrations.upgrade.plan import EpochParams, SegmentParams, UpgradeJobOptions
 from migration.migrations.upgrade.rewrite import OutputSegment, RewriteSpec, cleaned_paths, rewrite_segment
 from migration.runtime.engine import Unit
 from migration.runtime.faults import fault_point
@@ -61,17 +61,17 @@ class UnitContext:
         self.run_id: str = options["run_id"]
         self.run_dir = Path(options["run_dir"])
         self.backup_root: str = options["backup_root"]
-        self.partition_dir = Path(unit.params["partition_dir"])
-        self.base_offset: int = unit.params["base_offset"]
-        self.next_base_offset: int | None = unit.params.get("next_base_offset")
+        self.params = SegmentParams.model_validate(unit.params)
+        self.partition_dir = Path(self.params.partition_dir)
+        self.base_offset = self.params.base_offset
+        self.next_base_offset = self.params.next_base_offset
         self.log_name = names.log_file_name(self.base_offset)
         self.started = time.monotonic()
 
     @functools.cached_property
-    def options(self) -> UpgradeOptions:
+    def options(self) -> UpgradeJobOptions:
         """The upgrade's options (a rollback from backups alone has none, and needs none)."""
-        return UpgradeOptions.model_validate({k: v for k, v in self._options.items()
-                                              if k in UpgradeOptions.model_fields})
+        return UpgradeJobOptions.model_validate(self._options)
 
     def result(self, ur: UnitResult) -> dict[str, Any]:
         u = self.unit
@@ -126,7 +126,7 @@ def _unit_result(ctx: UnitContext, j: UnitJournal) -> UnitResult:
             file=str(ctx.partition_dir / ctx.log_name), code="SEGMENT_SPLIT",
             message=f"split into {len(j.outputs)} segments ("
                     + ", ".join(o.files[0] for o in j.outputs) + ") to respect segment.bytes / int32 offsets"))
-    repairs = ctx.unit.params.get("index_repairs") or []
+    repairs = ctx.params.index_repairs
     if repairs:
         warnings.append(Finding(
             file=str(ctx.partition_dir / ctx.log_name), code="INDEX_REBUILT",
@@ -380,7 +380,7 @@ def run_epoch_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
     before the partition's segment units (same serial key), so their rewrites read the new
     checkpoint and stamp epoch 0 on the batches they write."""
     started = time.monotonic()
-    pdir = Path(unit.params["partition_dir"])
+    pdir = Path(EpochParams.model_validate(unit.params).partition_dir)
     path = pdir / names.LEADER_EPOCH_CHECKPOINT_FILE
     base = {"broker_id": unit.broker_id, "topic": unit.topic, "partition": unit.partition}
     try:

@@ -45,7 +45,7 @@ def test_flipped_byte_found_with_file_and_position(tmp_path, kraft):
     z.write_bytes(bytes(data))
     res = validate_checkpoint_file(z, result=ValidationResult())
     (f,) = res.problems
-    assert f.path == str(z) and f.position == hdr + 17 and "CRC" in f.message  # the batch's CRC field
+    assert f.file == str(z) and f.position == hdr + 17 and "CRC" in f.message  # the batch's CRC field
     # through the CLI, on the log dir
     out = CliRunner().invoke(app, ["validate", str(d)])
     assert out.exit_code == 1 and f"{z} @ byte {hdr + 17}" in out.output
@@ -57,7 +57,7 @@ def test_misnamed_checkpoint(tmp_path, kraft):
     shutil.copy(m / kraft.ZERO, m / "0-0.checkpoint")
     shutil.copy(m / kraft.ZERO, m / "00000000000000000000-000000000.checkpoint")  # 9-digit epoch
     res = validate_metadata_log_dir(m, result=ValidationResult())
-    bad = sorted(f.path for f in res.problems if f.code == "checkpoint-name")
+    bad = sorted(f.file for f in res.problems if f.code == "CHECKPOINT_NAME")
     assert bad == sorted([str(m / "0-0.checkpoint"), str(m / "00000000000000000000-000000000.checkpoint")])
 
 
@@ -68,7 +68,7 @@ def test_leftovers_are_warnings(tmp_path, kraft):
     (m / "00000000000000000005-0000000001.checkpoint.deleted").write_bytes(b"")
     res = validate_metadata_log_dir(m, result=ValidationResult())
     assert not _codes(res)
-    assert sorted(_codes(res, "warning")) == ["checkpoint-deleted", "checkpoint-partial"]
+    assert sorted(_codes(res, "warning")) == ["CHECKPOINT_DELETED", "CHECKPOINT_PARTIAL"]
 
 
 def test_epoch_in_name_must_match_batches(tmp_path, kraft):
@@ -78,7 +78,7 @@ def test_epoch_in_name_must_match_batches(tmp_path, kraft):
     p = m / "00000000000000000007-0000000002.checkpoint"
     p.write_bytes(kraft.checkpoint(values, epoch=3))
     res = validate_checkpoint_file(p, result=ValidationResult())
-    assert _codes(res) == ["checkpoint-epoch"] * 3  # header, data, footer batches
+    assert _codes(res) == ["CHECKPOINT_EPOCH"] * 3  # header, data, footer batches
 
 
 def test_header_footer_and_control_record_rules(tmp_path, kraft):
@@ -89,24 +89,24 @@ def test_header_footer_and_control_record_rules(tmp_path, kraft):
     full = kraft.checkpoint(values)
     footer = kraft.control_batch([(kraft.SNAPSHOT_FOOTER, kraft.footer_value())], 3)
     no_footer.write_bytes(full[: -len(kraft.control_batch([(4, b"\x00\x00\x00")], 3))])
-    assert _codes(validate_checkpoint_file(no_footer, result=ValidationResult())) == ["checkpoint-footer"]
+    assert _codes(validate_checkpoint_file(no_footer, result=ValidationResult())) == ["CHECKPOINT_FOOTER"]
     no_header = m / "00000000000000000002-0000000000.checkpoint"
     no_header.write_bytes(kraft.data_batch(values, 0) + kraft.control_batch([(4, b"\x00\x00\x00")], len(values)))
-    assert "checkpoint-header" in _codes(validate_checkpoint_file(no_header, result=ValidationResult()))
+    assert "CHECKPOINT_HEADER" in _codes(validate_checkpoint_file(no_header, result=ValidationResult()))
     gap = m / "00000000000000000003-0000000000.checkpoint"
     gap.write_bytes(kraft.control_batch([(3, kraft.header_value(0))], 0) + kraft.data_batch(values, 5) + footer)
-    assert "checkpoint-offset" in _codes(validate_checkpoint_file(gap, result=ValidationResult()))
+    assert "CHECKPOINT_OFFSET" in _codes(validate_checkpoint_file(gap, result=ValidationResult()))
     boot_kraft = m / "bootstrap.checkpoint"
     boot_kraft.write_bytes(kraft.checkpoint(values, kraft=[(kraft.KRAFT_VERSION, kraft.kraft_version_value(1))],
                                             header_ts=0))
-    assert _codes(validate_checkpoint_file(boot_kraft, result=ValidationResult())) == ["bootstrap-kraft-record"]
+    assert _codes(validate_checkpoint_file(boot_kraft, result=ValidationResult())) == ["BOOTSTRAP_KRAFT_RECORD"]
     unknown = m / "00000000000000000004-0000000000.checkpoint"
     frame = kraft.uvarint(1) + kraft.uvarint(9999) + kraft.uvarint(0)
     unknown.write_bytes(kraft.checkpoint([frame]))
-    assert _codes(validate_checkpoint_file(unknown, result=ValidationResult())) == ["checkpoint-api-key"]
+    assert _codes(validate_checkpoint_file(unknown, result=ValidationResult())) == ["CHECKPOINT_API_KEY"]
     frame0 = m / "00000000000000000005-0000000000.checkpoint"
     frame0.write_bytes(kraft.checkpoint([b"\x00" + values[0][1:]]))
-    assert _codes(validate_checkpoint_file(frame0, result=ValidationResult())) == ["checkpoint-record"]
+    assert _codes(validate_checkpoint_file(frame0, result=ValidationResult())) == ["CHECKPOINT_RECORD"]
 
 
 def test_bootstrap_mv_rules(tmp_path, kraft):
@@ -116,7 +116,7 @@ def test_bootstrap_mv_rules(tmp_path, kraft):
         d.mkdir()
         (d / "bootstrap.checkpoint").write_bytes(kraft.bootstrap(values))
         res = validate_checkpoint_file(d / "bootstrap.checkpoint", result=ValidationResult())
-        got = [f.severity for f in res.findings if f.code == "bootstrap-metadata-version"]
+        got = [f.severity for f in res.findings if f.code == "BOOTSTRAP_METADATA_VERSION"]
         assert got == ([code] if code else [])
 
 
@@ -126,8 +126,8 @@ def test_log_start_invariant(tmp_path, kraft):
     d = kraft.make_metadata_dir(tmp_path / "ctl", zero=kraft.checkpoint(values), segments={10: seg})
     m = d / kraft.METADATA_DIR
     res = validate_metadata_log_dir(m, result=ValidationResult())
-    assert _codes(res) == ["snapshot-missing"]
-    assert _codes(res, "warning") == ["snapshot-stale"]  # the zero checkpoint ends below 10
+    assert _codes(res) == ["SNAPSHOT_MISSING"]
+    assert _codes(res, "warning") == ["SNAPSHOT_STALE"]  # the zero checkpoint ends below 10
     (m / "00000000000000000010-0000000001.checkpoint").write_bytes(kraft.checkpoint(values, epoch=1))
     res = validate_metadata_log_dir(m, result=ValidationResult())
     assert not _codes(res)
@@ -152,7 +152,7 @@ def test_unknown_codec_id_in_a_snapshot_batch_is_a_finding_not_an_exception(tmp_
     z.write_bytes(bytes(data))
     res = validate_checkpoint_file(z, result=ValidationResult())
     (f,) = res.problems
-    assert (f.code, f.path, f.position) == ("checkpoint-corrupt", str(z), 22)
+    assert (f.code, f.file, f.position) == ("CHECKPOINT_CORRUPT", str(z), 22)
     assert "compression" in f.message
     res = validate_paths([d])
-    assert "checkpoint-corrupt" in _codes(res)
+    assert "CHECKPOINT_CORRUPT" in _codes(res)

@@ -117,7 +117,7 @@ def test_empty_time_index_beside_timestamps_is_rebuilt(sample_cluster, tmp_path,
     log_before, idx_before = (log.read_bytes(), _stat(log)), _stat(idx)
 
     problems = segment_index_problems(pdir, base, nxt)
-    assert [(f.severity, f.code, f.path) for f in problems] == [("error", "timeindex-empty", str(ti))]
+    assert [(f.severity, f.code, f.file) for f in problems] == [("error", "TIMEINDEX_EMPTY", str(ti))]
     repair = rebuild_segment_indexes(pdir, base, findings=problems)
     assert isinstance(repair, IndexRepair)
     assert repair.rebuilt == [ti.name] and repair.created == [] and repair.findings == problems
@@ -141,7 +141,7 @@ def test_missing_offset_index_is_created(sample_cluster, tmp_path):
     good = idx.read_bytes()
     idx.unlink()
     problems = segment_index_problems(pdir, base, nxt)
-    assert [(f.severity, f.code) for f in problems] == [("error", "index-missing")]
+    assert [(f.severity, f.code) for f in problems] == [("error", "INDEX_MISSING")]
     repair = rebuild_segment_indexes(pdir, base)
     assert repair.created == [idx.name] and repair.rebuilt == []
     assert idx.read_bytes() == good
@@ -158,7 +158,7 @@ def test_missing_time_index_beside_v1_data_as_kafka_0_10_0_left_it(sample_cluste
         p.unlink()
     for base, nxt in _segments(pdir):  # the active segment too: Kafka would create it empty
         problems = segment_index_problems(pdir, base, nxt)
-        assert [(f.severity, f.code) for f in problems] == [("error", "timeindex-missing")]
+        assert [(f.severity, f.code) for f in problems] == [("error", "TIMEINDEX_MISSING")]
         repair = rebuild_segment_indexes(pdir, base, findings=problems)
         ti = _file(pdir, base, ".timeindex")
         assert repair.created == [ti.name] and len(repair.files) == 2
@@ -180,7 +180,7 @@ def test_missing_indexes_of_the_active_segment_are_created(sample_cluster):
         p.unlink()
     assert validate_paths([pdir]).ok
     problems = segment_index_problems(pdir, base, nxt)
-    assert [(f.severity, f.code) for f in problems] == [("info", "index-missing"), ("info", "timeindex-missing")]
+    assert [(f.severity, f.code) for f in problems] == [("info", "INDEX_MISSING"), ("info", "TIMEINDEX_MISSING")]
     repair = rebuild_segment_indexes(pdir, base, findings=problems)
     assert repair.created == [p.name for p in files]
     assert [p.read_bytes() for p in files] == good
@@ -201,7 +201,7 @@ def test_garbage_index_is_rebuilt_keeping_its_mtime(sample_cluster, suffix, garb
     bad.write_bytes(garbage)
     os.utime(bad, ns=(mtime, mtime))
     problems = segment_index_problems(pdir, base, nxt)
-    assert problems and all(f.path == str(bad) and f.severity == "error" for f in problems)
+    assert problems and all(f.file == str(bad) and f.severity == "error" for f in problems)
     assert not validate_paths([pdir]).ok
     repair = rebuild_segment_indexes(pdir, base, findings=problems)
     assert repair.rebuilt == [bad.name] and repair.created == []
@@ -242,7 +242,7 @@ def test_v0_data_keeps_an_empty_time_index(sample_cluster):
     ti = _file(pdir, base, ".timeindex")
     ti.unlink()
     problems = segment_index_problems(pdir, base, nxt)
-    assert [(f.severity, f.code) for f in problems] == [("info", "timeindex-missing")]
+    assert [(f.severity, f.code) for f in problems] == [("info", "TIMEINDEX_MISSING")]
     repair = rebuild_segment_indexes(pdir, base, findings=problems)
     assert repair.created == [ti.name]
     assert ti.read_bytes() == b"" and ti.stat().st_mtime_ns == _file(pdir, base, ".log").stat().st_mtime_ns
@@ -258,7 +258,7 @@ def test_empty_offset_index_beside_an_indexable_segment(sample_cluster):
     idx.write_bytes(b"")  # valid for Kafka, but every lookup would scan from byte 0
     assert validate_paths([pdir]).ok
     problems = segment_index_problems(pdir, base, nxt)
-    assert [(f.severity, f.code) for f in problems] == [("warning", "index-empty")]
+    assert [(f.severity, f.code) for f in problems] == [("warning", "INDEX_EMPTY")]
     # an interval larger than the segment: recovery would not index it either
     assert segment_index_problems(pdir, base, nxt, index_interval_bytes=1 << 30) == []
     rebuild_segment_indexes(pdir, base, findings=problems)
@@ -368,7 +368,7 @@ def test_leftover_of_an_interrupted_rebuild_is_found_and_discarded(sample_cluste
     (base, nxt), *_ = _segments(pdir)
     tmp = _file(pdir, base, ".timeindex.cleaned")
     tmp.write_bytes(b"\x00" * 7)
-    assert [(f.code, f.path) for f in segment_index_problems(pdir, base, nxt)] == [("leftover-file", str(tmp))]
+    assert [(f.code, f.file) for f in segment_index_problems(pdir, base, nxt)] == [("LEFTOVER_FILE", str(tmp))]
     repair = rebuild_segment_indexes(pdir, base)
     assert not repair.changed and not tmp.exists()
     tmp.write_bytes(b"")

@@ -75,7 +75,8 @@ def test_upgrade_job_on_a_standalone_cluster(standalone, sample_cluster, tmp_pat
     master_url, env = standalone
     monkeypatch.setenv("KMIGRATE_OUT", str(tmp_path / "out"))
     log_dir = str(sample_cluster.broker_log_dirs[2])
-    rd = prepare_upgrade([log_dir], run_id="standalone-1", options=UpgradeOptions(target="v2"), broker_id=2)
+    rd = prepare_upgrade([log_dir], run_id="standalone-1", options=UpgradeOptions(target="v2"),
+                         broker_id=2).run_dir
     out = subprocess.run(
         [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master_url,
          "--conf", f"spark.pyspark.python={sys.executable}", "--conf", "spark.speculation=false",

@@ -105,8 +105,8 @@ def test_corruption_inside_a_wrapper_fails_its_unit_and_changes_nothing(sample_c
     tampered = tree_state(d)
     shallow, _ = validate_segment(seg, deep=False)
     deep, _ = validate_segment(seg, deep=True)
-    assert not [f for f in shallow.problems if f.path == str(seg)]
-    assert [f for f in deep.problems if f.path == str(seg) and f.code in ("corrupt-batch", "offset-order")]
+    assert not [f for f in shallow.problems if f.file == str(seg)]
+    assert [f for f in deep.problems if f.file == str(seg) and f.code in ("CORRUPT_BATCH", "OFFSET_ORDER")]
     before = seg.read_bytes()
     report = execute_upgrade([str(d)], options=UpgradeOptions(target="v1"), engine="inline")
     assert report.exit_code() == 1

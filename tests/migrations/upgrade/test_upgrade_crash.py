@@ -64,7 +64,7 @@ def test_sigkill_then_kafka_load_and_rerun(sample_cluster_template, tmp_path, pr
     simulate_log_dir_startup(kafka_view)
     assert read_log_dir_records(kafka_view) == expected
     res = validate_paths([str(kafka_view)])
-    assert not [f for f in res.problems if f.code in ("corrupt-batch", "offset-order", "trailing-bytes")]
+    assert not [f for f in res.problems if f.code in ("CORRUPT_BATCH", "OFFSET_ORDER", "TRAILING_BYTES")]
 
     # (b) the same job, re-run on the crashed state, finishes
     report = execute_upgrade([str(log_dir)], options=UpgradeOptions(target="v2", segment_bytes=SEGMENT_BYTES),
@@ -74,6 +74,6 @@ def test_sigkill_then_kafka_load_and_rerun(sample_cluster_template, tmp_path, pr
     assert read_log_dir_records(log_dir) == expected
     res = validate_paths([str(log_dir)])
     assert res.ok, [str(f) for f in res.problems]
-    assert not [f for f in res.findings if f.code == "leftover-file"]
+    assert not [f for f in res.findings if f.code == "LEFTOVER_FILE"]
     assert not list(log_dir.glob("*/*.log")) or all(
         p.read_bytes()[16:17] == b"\x02" for p in log_dir.glob("*/*.log") if p.stat().st_size)

@@ -51,7 +51,7 @@ def test_segment_in_target_format_with_a_wrong_index_is_repaired(sample_cluster,
             os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
     damaged = tree_state(d)
     before = validate_paths([str(d)])
-    assert any(f.path.startswith(str(seg.with_suffix(""))) for f in before.problems), [str(f) for f in before.problems]
+    assert any(f.file.startswith(str(seg.with_suffix(""))) for f in before.problems), [str(f) for f in before.problems]
     log_sha, records = _sha(seg), read_log_dir(d)[topic]
 
     report = execute_upgrade([str(d)], options=UpgradeOptions(target=target), engine="inline", run_id=f"r-{damage}")

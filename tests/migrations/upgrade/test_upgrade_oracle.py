@@ -139,7 +139,7 @@ def test_upgrade_record_for_record(sample_cluster, tmp_path, target) -> None:
     # indexes and time indexes follow Kafka's rules; nothing left behind
     res = validate_paths([str(d) for d in dirs])
     assert res.ok, [str(f) for f in res.problems]
-    assert not [f for f in res.findings if f.code == "leftover-file"]
+    assert not [f for f in res.findings if f.code == "LEFTOVER_FILE"]
     # mtimes of .log, .index and .timeindex kept
     assert _mtimes(dirs) == mtimes
 

@@ -119,7 +119,7 @@ def test_spark_upgrade_killed_then_kafka_load_rollback_and_rerun(source, tmp_pat
     simulate_log_dir_startup(log_dir)
     assert read_log_dir_records(log_dir) == expected
     res = validate_paths([str(log_dir)])
-    assert not [f for f in res.problems if f.code in ("corrupt-batch", "offset-order", "trailing-bytes")]
+    assert not [f for f in res.problems if f.code in ("CORRUPT_BATCH", "OFFSET_ORDER", "TRAILING_BYTES")]
 
     # (b) rollback from the state Kafka's loader left: the originals, byte for byte, mtimes too.
     rb = rollback_run(run_id)
@@ -135,7 +135,7 @@ def test_spark_upgrade_killed_then_kafka_load_rollback_and_rerun(source, tmp_pat
     assert read_log_dir_records(log_dir) == expected
     res = validate_paths([str(log_dir)])
     assert res.ok, [str(f) for f in res.problems]
-    assert not [f for f in res.findings if f.code == "leftover-file"]
+    assert not [f for f in res.findings if f.code == "LEFTOVER_FILE"]
     rb = rollback_run(run_id)
     assert rb.exit_code() == 0
     assert tree_state(log_dir) == originals
