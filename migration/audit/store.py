@@ -56,7 +56,7 @@ def project_root() -> Path:
 def default_report_root(home: Path | None = None) -> Path:
     """``$KMIGRATE_REPORT_ROOT``, else ``<home>/reports``: ``home``, by default the one
     ``migration.settings`` resolves (docs/operations.md, "Where state lives")."""
-    from migration.settings import home as default_home
+    from migration.settings import home as default_home  # the parameter is called home
 
     env = os.environ.get(ENV_REPORT_ROOT)
     if env:
@@ -212,7 +212,7 @@ class ReportStore:
         """The stored page; rendered from the JSON when the run was saved without one. With
         ``page_href`` (pages served over HTTP) always rendered, linking the other reports of the
         run's DAG run as they are now."""
-        from migration.audit.html import render_html
+        from migration.audit.html import render_html  # jinja2, only for pages
 
         page_href = self.page_href
         if page_href is not None:
@@ -271,7 +271,7 @@ class ReportStore:
 
     def dag_run_links(self, report: RunReport) -> list[ReportLink]:
         """The other reports of ``report``'s DAG run, oldest first (none outside a DAG run)."""
-        from migration.audit.html import ReportLink
+        from migration.audit.html import ReportLink  # html pulls in jinja2: only pages need it
 
         if report.dag_id is None or report.dag_run_id is None:
             return []

@@ -4,6 +4,7 @@ help's layout."""
 
 from __future__ import annotations
 
+# Imports of the migrations sit inside the commands: start-up cost, measured (migration/cli/__init__.py).
 import os
 import re
 import sys

@@ -3,6 +3,7 @@ Spark's own output goes while they run (docs/operations.md, "Engines")."""
 
 from __future__ import annotations
 
+# Imports of the migrations sit inside the commands: start-up cost, measured (migration/cli/__init__.py).
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path

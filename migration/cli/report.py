@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# Imports of the migrations sit inside the commands: start-up cost, measured (migration/cli/__init__.py).
 import sys
 from pathlib import Path
 from typing import Annotated

@@ -9,6 +9,7 @@ missing credentials exit 2, a store that cannot be reached or written exits 1, e
 
 from __future__ import annotations
 
+# Imports of the migrations sit inside the commands: start-up cost, measured (migration/cli/__init__.py).
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 

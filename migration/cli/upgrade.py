@@ -6,6 +6,7 @@ broker, an unclean shutdown without --force, leftovers of an interrupted run).
 
 from __future__ import annotations
 
+# Imports of the migrations sit inside the commands: start-up cost, measured (migration/cli/__init__.py).
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any

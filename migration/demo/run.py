@@ -31,6 +31,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.rule import Rule
 
+from migration.audit.store import ReportNotFound, ReportStore
+from migration.audit.text import print_inventory, print_summary
+from migration.demo.sample_cluster import build_sample_cluster
+from migration.logdir.model import scan_inventory
+from migration.logdir.validation import validate_paths
+from migration.migrations.tier.s3 import S3Settings, make_client
+from migration.orchestration.common import run_id_for
 from migration.settings import (
     ENV_BACKUP_ROOT,
     ENV_HOME,
@@ -78,9 +85,6 @@ def airflow_env(cluster: Path, s3_endpoint: str | None = None) -> dict[str, str]
 
 def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path, label: str = "") -> int:
     """Run one DAG with ``airflow dags test``; print its state and its run report's summary."""
-    from migration.audit.store import ReportNotFound, ReportStore
-    from migration.audit.text import print_summary
-    from migration.orchestration.common import run_id_for
 
     cmd = [str(Path(sys.executable).parent / "airflow"), "dags", "test", dag_id, "-c", json.dumps(conf)]
     console.print(f"$ airflow dags test {dag_id} -c '{json.dumps(conf)}'", highlight=False, soft_wrap=True)
@@ -124,11 +128,6 @@ def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path, label:
 
 
 def main() -> int:
-    from migration.audit.store import ReportStore
-    from migration.audit.text import print_inventory
-    from migration.demo.sample_cluster import build_sample_cluster
-    from migration.logdir.model import scan_inventory
-    from migration.logdir.validation import validate_paths
 
     # The demo's own home, never the operator's (it is wiped first): everything the demo writes
     # (runs, reports, backups, sessions) stays under out/demo, whatever KMIGRATE_HOME says.
@@ -203,7 +202,6 @@ def main() -> int:
 def _tiered(sc, logs: Path) -> list[str]:  # noqa: ANN001 - SampleCluster
     from pydantic import SecretStr
 
-    from migration.migrations.tier.s3 import S3Settings, make_client
 
     port = _free_port()
     endpoint = f"http://127.0.0.1:{port}"

@@ -28,10 +28,14 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from migration.formats import names
+from migration.formats.checkpoint_files import LeaderEpochCheckpointFile, OffsetCheckpointFile
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import FileRecords
 from migration.formats.fileio import atomic_write
+from migration.formats.meta_properties import MetaProperties
 from migration.formats.model import MAGIC_V2
+from migration.formats.partition_metadata import PartitionMetadataFile
+from migration.settings import out_dir
 
 
 class SegmentStats(BaseModel):
@@ -242,7 +246,6 @@ def _lock_key(log_dir: str | os.PathLike[str]) -> str:
 
 
 def _holders_dir() -> Path:
-    from migration.settings import out_dir
 
     return out_dir() / "state" / "locks"
 
@@ -454,8 +457,6 @@ def _size(path: Path) -> int | None:
 
 
 def scan_partition_dir(path: str | os.PathLike[str], *, stats: bool = True, deep: bool = False) -> Partition:
-    from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
-    from migration.formats.partition_metadata import PartitionMetadataFile
 
     p = Path(path)
     tp = names.parse_partition_dir_name(p.name)
@@ -534,8 +535,6 @@ def scan_metadata_log(path: str | os.PathLike[str], *, stats: bool = True) -> Me
 
 
 def scan_log_dir(path: str | os.PathLike[str], *, stats: bool = True, deep: bool = False) -> LogDir:
-    from migration.formats.checkpoint_files import OffsetCheckpointFile
-    from migration.formats.meta_properties import MetaProperties
 
     p = Path(path)
     if not p.is_dir():

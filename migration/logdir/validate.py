@@ -44,10 +44,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from migration.formats import core, names
+from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import FileRecords
 from migration.formats.layout import PARTITION_LEADER_EPOCH_OFFSET
 from migration.formats.model import MAGIC_V2, NO_PARTITION_LEADER_EPOCH
+from migration.formats.offset_index import OffsetIndex
+from migration.formats.partition_metadata import PartitionMetadataFile
+from migration.formats.producer_snapshot import ProducerSnapshot
+from migration.formats.time_index import TimeIndex
+from migration.formats.transaction_index import TransactionIndex
 from migration.logdir.findings import Finding, FindingCode, Severity
 
 INT32_MAX = 2**31 - 1
@@ -127,9 +133,6 @@ def validate_segment(
     """Validate one segment and its companions (index, time index, transaction index), in one
     streaming pass. ``next_base_offset`` is the partition's next segment's; None means this is
     the partition's last (active) segment."""
-    from migration.formats.offset_index import OffsetIndex
-    from migration.formats.time_index import TimeIndex
-    from migration.formats.transaction_index import TransactionIndex
 
     res = result if result is not None else ValidationResult()
     log_path = Path(log_path)
@@ -352,8 +355,6 @@ def _missing_or_empty_indexes(res: ValidationResult, index_path: Path, time_path
 
 def validate_partition_dir(path: str | os.PathLike[str], *, deep: bool = True,
                            result: ValidationResult | None = None) -> ValidationResult:
-    from migration.formats.partition_metadata import PartitionMetadataFile
-    from migration.formats.producer_snapshot import ProducerSnapshot
 
     res = result if result is not None else ValidationResult()
     p = Path(path)
@@ -409,7 +410,6 @@ def validate_partition_dir(path: str | os.PathLike[str], *, deep: bool = True,
 
 
 def _leader_epochs(p: Path, res: ValidationResult, part: str) -> list[tuple[int, int]] | None:
-    from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 
     lec = p / names.LEADER_EPOCH_CHECKPOINT_FILE
     if not lec.exists():

@@ -10,7 +10,10 @@ import os
 from pathlib import Path
 
 from migration.formats import names
+from migration.formats.checkpoint_files import OffsetCheckpointFile
 from migration.formats.errors import KafkaFormatError
+from migration.formats.meta_properties import MetaProperties
+from migration.formats.producer_snapshot import ProducerSnapshot
 from migration.logdir.findings import FindingCode
 from migration.logdir.kraft_validate import validate_checkpoint_file, validate_metadata_log_dir
 from migration.logdir.validate import ValidationResult, validate_partition_dir, validate_segment
@@ -18,8 +21,6 @@ from migration.logdir.validate import ValidationResult, validate_partition_dir, 
 
 def validate_log_dir(path: str | os.PathLike[str], *, deep: bool = True,
                      result: ValidationResult | None = None) -> ValidationResult:
-    from migration.formats.checkpoint_files import OffsetCheckpointFile
-    from migration.formats.meta_properties import MetaProperties
 
     res = result if result is not None else ValidationResult()
     p = Path(path)
@@ -64,7 +65,6 @@ def validate_metadata_dir(path: Path, res: ValidationResult) -> None:
 
 def validate_file(path: str | os.PathLike[str], *, deep: bool = True,
                   result: ValidationResult | None = None) -> ValidationResult:
-    from migration.formats.producer_snapshot import ProducerSnapshot
 
     res = result if result is not None else ValidationResult()
     p = Path(path)

@@ -73,6 +73,7 @@ from migration.sessions.models import (
 )
 from migration.sessions.planner import StoredPartition, plan_partitions
 from migration.sessions.schema import lease_table, metadata, partition_table, session_table
+from migration.settings import home
 
 PROJECT_ROOT_ENV = "KMIGRATE_PROJECT_ROOT"
 STORE_URL_ENV = "KMIGRATE_SESSIONS_URL"
@@ -87,7 +88,6 @@ class _LeaseRaceError(Exception):
 def default_store_url() -> str:
     """``$KMIGRATE_SESSIONS_URL`` if set, else SQLite at ``<home>/state/sessions.sqlite`` (the
     home of ``migration.settings``: docs/operations.md, "Where state lives")."""
-    from migration.settings import home
 
     configured = os.environ.get(STORE_URL_ENV)
     if configured:
