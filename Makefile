@@ -69,7 +69,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 
 schemas: venv
-	$(PY) -m migration.audit.schema_export
+	$(PY) -m migration.migrations.schema_export
 
 # The fuzz targets of tests/fuzz with the long profile: the targets share KMIGRATE_FUZZ_SECONDS
 # (default 300); timeout bounds shrinking and hangs in native code. Non-zero exit on any finding.

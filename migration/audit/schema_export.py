@@ -39,37 +39,37 @@ def render(name: str, model: type[BaseModel]) -> str:
     return json.dumps(schema_of(name, model), indent=2, ensure_ascii=False) + "\n"
 
 
-def stale(out_dir: Path = SCHEMA_DIR) -> list[Path]:
+def stale(out_dir: Path = SCHEMA_DIR, schemas: dict[str, type[BaseModel]] | None = None) -> list[Path]:
     """Schema files that are missing or differ from what the models produce."""
     out = []
-    for name, model in SCHEMAS.items():
+    for name, model in (SCHEMAS if schemas is None else schemas).items():
         path = out_dir / f"{name}.schema.json"
         if not path.is_file() or path.read_text(encoding="utf-8") != render(name, model):
             out.append(path)
     return out
 
 
-def write_all(out_dir: Path = SCHEMA_DIR) -> list[Path]:
-
+def write_all(out_dir: Path = SCHEMA_DIR, schemas: dict[str, type[BaseModel]] | None = None) -> list[Path]:
     written = []
-    for name, model in SCHEMAS.items():
+    for name, model in (SCHEMAS if schemas is None else schemas).items():
         path = out_dir / f"{name}.schema.json"
         atomic_write_bytes(path, render(name, model).encode())
         written.append(path)
     return written
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, schemas: dict[str, type[BaseModel]] | None = None,
+         command: str = "python -m migration.audit.schema_export") -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=SCHEMA_DIR, help="directory of the schema files")
     parser.add_argument("--check", action="store_true", help="exit 1 if a schema file is out of date")
     args = parser.parse_args(argv)
     if args.check:
-        out_of_date = stale(args.out)
+        out_of_date = stale(args.out, schemas)
         for path in out_of_date:
-            print(f"out of date: {path} (run python -m migration.audit.schema_export)", file=sys.stderr)
+            print(f"out of date: {path} (run {command})", file=sys.stderr)
         return 1 if out_of_date else 0
-    for path in write_all(args.out):
+    for path in write_all(args.out, schemas):
         print(f"wrote {path}")
     return 0
 
