@@ -186,7 +186,7 @@ def unknown_run(command: str, run_id: str, known: list[str], where: str) -> type
     return usage_error(command, f"no run {run_id} in {where}; {hint}")
 
 
-# Unit kinds of an upgrade job (migrations/upgrade/driver.py UNIT_FUNCTIONS): what rollback and
+# Unit kinds of an upgrade job (migrations/upgrade/driver.py UNIT_KINDS): what rollback and
 # commit act on.
 _UPGRADE_UNIT_KINDS = frozenset({"upgrade-segment", "upgrade-leader-epoch"})
 

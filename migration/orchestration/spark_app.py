@@ -15,8 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from migration.migrations import unify
 from migration.migrations.tier import driver as tier
+from migration.migrations.unify import driver as unify_driver
 from migration.migrations.upgrade import driver as upgrade
 from migration.migrations.upgrade import preflight
 from migration.runtime.documents import DocumentError, JobDocument, ResultsDocument
@@ -25,8 +25,7 @@ from migration.runtime.safety import Refused, RunLock, holding_locks
 from migration.settings import apply_state_env
 
 # every kind of unit a DAG's Spark job may run, by the migration that defines it
-UNIT_FUNCTIONS = {**upgrade.UNIT_FUNCTIONS, preflight.UNIT_KIND: preflight.run_validate_unit,
-                  tier.UNIT_KIND: tier.run_unit, unify.UNIT_KIND: unify.run_unit}
+UNIT_KINDS = {**upgrade.UNIT_KINDS, **preflight.UNIT_KINDS, **tier.UNIT_KINDS, **unify_driver.UNIT_KINDS}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # The process that rewrites holds the log dirs' locks, so no broker starts meanwhile.
         with holding_locks(lock_dirs, run_lock):
-            results = get_engine(args.engine).run(units, options, functions=UNIT_FUNCTIONS)
+            results = get_engine(args.engine).run(units, options, kinds=UNIT_KINDS)
     except Refused as exc:
         results = [{"unit_id": u.id, "kind": u.kind, "status": "refused", "error": str(exc)} for u in units]
         _write(out, results)

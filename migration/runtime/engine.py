@@ -26,21 +26,49 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from migration.runtime.faults import unit_scope
 from migration.settings import apply_state_env, state_env
 
 log = logging.getLogger(__name__)
 
-# What runs one unit: (unit, job options) -> result document. A migration hands its unit
-# functions to the engine by kind (``UnitFunctions``); under Spark they travel to the executors
-# by reference (module and name), so the executors import the migration's own module.
+# What runs one unit: (unit, job options) -> result document.
 UnitFunction = Callable[["Unit", dict[str, Any]], dict[str, Any]]
-UnitFunctions = Mapping[str, UnitFunction]
+
+
+@dataclass(frozen=True)
+class UnitKind:
+    """A kind of unit, as its migration registers it: the name units carry, the typed model of
+    their ``params`` (checked before the unit runs: a unit whose parameters do not fit fails
+    with that message, and nothing of it runs) and the function that runs one. Under Spark the
+    kinds travel to the executors by reference (module and name), so an executor imports the
+    migration's own module: the engine never looks a function up by a string."""
+
+    name: str
+    params: type[BaseModel]
+    run: UnitFunction
+
+
+class NoParams(BaseModel):
+    """The parameters of a kind whose units need none besides their path."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# A job's registry: kind name -> kind. ``unit_kinds(*kinds)`` builds one.
+UnitKinds = Mapping[str, UnitKind]
+
+
+def unit_kinds(*kinds: UnitKind) -> dict[str, UnitKind]:
+    names = [k.name for k in kinds]
+    if len(names) != len(set(names)):
+        raise ValueError(f"unit kinds registered twice: {sorted(n for n in names if names.count(n) > 1)}")
+    return {k.name: k for k in kinds}
 
 
 class Unit(BaseModel):
@@ -73,16 +101,22 @@ def serial_groups(units: list[Unit]) -> list[list[int]]:
     return groups
 
 
-def execute_unit(unit: Unit | dict[str, Any], options: dict[str, Any], functions: UnitFunctions) -> dict[str, Any]:
-    """Run one unit with the function of its kind, turning any exception into a failed result."""
+def execute_unit(unit: Unit | dict[str, Any], options: dict[str, Any], kinds: UnitKinds) -> dict[str, Any]:
+    """Run one unit with the function of its kind, its parameters checked against the kind's
+    model first, turning any exception into a failed result."""
     u = unit if isinstance(unit, Unit) else Unit.model_validate(unit)
     started = time.monotonic()
     try:
-        function = functions.get(u.kind)
-        if function is None:
-            raise ValueError(f"unknown unit kind {u.kind!r}; this job runs {sorted(functions)}")
+        kind = kinds.get(u.kind)
+        if kind is None:
+            raise ValueError(f"unknown unit kind {u.kind!r}; this job runs {sorted(kinds)}")
+        try:
+            kind.params.model_validate(u.params)
+        except ValidationError as exc:
+            raise ValueError(f"the parameters of unit {u.id} do not fit kind {u.kind}: "
+                             f"{exc.errors()[0]['msg']} at {'.'.join(map(str, exc.errors()[0]['loc']))}") from None
         with unit_scope(u.id):
-            result = function(u, options)
+            result = kind.run(u, options)
     except Exception as exc:  # a unit must never take the job down with it
         log.exception("unit %s failed", u.id)
         result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}",
@@ -93,7 +127,7 @@ def execute_unit(unit: Unit | dict[str, Any], options: dict[str, Any], functions
     return result
 
 
-def _execute_group_json(units_json: list[str], options_json: str, functions: UnitFunctions,
+def _execute_group_json(units_json: list[str], options_json: str, kinds: UnitKinds,
                         state: dict[str, str] | None = None) -> list[str]:
     """One Spark task: its units in order (one partition's segments, for instance). ``state``:
     the driver's home (``settings.state_env``): an executor is another process, maybe on another
@@ -101,7 +135,7 @@ def _execute_group_json(units_json: list[str], options_json: str, functions: Uni
     if state is not None:
         apply_state_env(state)
     options = json.loads(options_json)
-    return [json.dumps(execute_unit(json.loads(u), options, functions), default=str) for u in units_json]
+    return [json.dumps(execute_unit(json.loads(u), options, kinds), default=str) for u in units_json]
 
 
 # Spark settings of every kmigrate job, in-process or submitted: a unit rewrites files, so a task
@@ -144,11 +178,11 @@ class InlineEngine:
     name = "inline"
 
     def run(self, units: Iterable[Unit], options: dict[str, Any], progress: Progress | None = None, *,
-            functions: UnitFunctions) -> list[dict[str, Any]]:
+            kinds: UnitKinds) -> list[dict[str, Any]]:
         units = list(units)
         out = []
         for i, u in enumerate(units):
-            r = execute_unit(u, options, functions)
+            r = execute_unit(u, options, kinds)
             out.append(r)
             if progress:
                 progress(i + 1, len(units), r)
@@ -207,11 +241,11 @@ class SparkEngine:
         self.progress_interval = progress_interval
 
     def run(self, units: Iterable[Unit], options: dict[str, Any], progress: Progress | None = None, *,
-            functions: UnitFunctions) -> list[dict[str, Any]]:
+            kinds: UnitKinds) -> list[dict[str, Any]]:
         units = list(units)
         if not units:
             return []
-        functions = dict(functions)  # pickled with the task: each function by module and name
+        kinds = dict(kinds)  # pickled with the task: each function and model by module and name
         spark = self._spark or spark_session(self.master)
         sc = spark.sparkContext
         opts = json.dumps(options, default=str)
@@ -227,7 +261,7 @@ class SparkEngine:
         def collect() -> None:
             sc.setJobGroup(group, f"kmigrate: {len(units)} units in {len(payload)} tasks")
             try:
-                box["results"] = rdd.map(lambda us: _execute_group_json(us, opts, functions, state)).collect()
+                box["results"] = rdd.map(lambda us: _execute_group_json(us, opts, kinds, state)).collect()
             except BaseException as exc:  # re-raised in the caller's thread
                 box["error"] = exc
 

@@ -210,7 +210,7 @@ def test_fmt_seconds() -> None:
 def test_preflight_report_of_the_dag_lasts_from_prepare_to_check(tmp_path: Path, monkeypatch) -> None:
     """The upgrade DAG's preflight report was built after its Spark job and said 0.00 s: it
     starts when the prepare step did, and each partition takes the time its unit took."""
-    from migration.migrations.upgrade.preflight import UNIT_KIND, run_validate_unit
+    from migration.migrations.upgrade.preflight import UNIT_KINDS
     from migration.orchestration.upgrade_rollout import RolloutPlan, check_preflight_step, prepare_preflight_step
     from migration.runtime.engine import get_engine
     from migration.runtime.runs import RunDir
@@ -225,7 +225,7 @@ def test_preflight_report_of_the_dag_lasts_from_prepare_to_check(tmp_path: Path,
     time.sleep(0.3)  # the Spark job and the scheduler between the two tasks
     rd = RunDir(rid)
     units, options = rd.read_job()
-    rd.write_results(get_engine("inline").run(units, options, functions={UNIT_KIND: run_validate_unit}))
+    rd.write_results(get_engine("inline").run(units, options, kinds=UNIT_KINDS))
     check_preflight_step(plan, "manual__2026-11-23T03:00:00+00:00")
 
     from migration.audit.store import ReportStore

@@ -190,7 +190,7 @@ def test_backups_are_hard_links_on_the_log_dirs_file_system(sample_cluster_templ
 def test_spark_executors_see_the_drivers_home(spark, tmp_path, monkeypatch):
     """An executor is another process (maybe another host, a Python worker reused across jobs):
     it works in the home of the driver that submitted the job, not the one of its own start."""
-    from migration.runtime.engine import SparkEngine, Unit
+    from migration.runtime.engine import NoParams, SparkEngine, Unit, UnitKind, unit_kinds
 
     probe_file = Path(__file__).with_name("home_probe.py")
     monkeypatch.syspath_prepend(str(probe_file.parent))
@@ -200,5 +200,6 @@ def test_spark_executors_see_the_drivers_home(spark, tmp_path, monkeypatch):
     units = [Unit(kind="probe", id=f"u{i}", log_dir=str(tmp_path), path=str(tmp_path)) for i in range(3)]
     for name in ("first", "second"):
         monkeypatch.setenv("KMIGRATE_HOME", str(tmp_path / name))
-        results = SparkEngine(spark=spark).run(units, {}, functions={"probe": home_probe.probe})
+        kinds = unit_kinds(UnitKind("probe", NoParams, home_probe.probe))
+        results = SparkEngine(spark=spark).run(units, {}, kinds=kinds)
         assert {r.get("home") for r in results} == {str(tmp_path / name)}, results

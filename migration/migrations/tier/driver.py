@@ -79,7 +79,7 @@ from migration.migrations.tier.store import (
     prefix_problem,
 )
 from migration.runtime.documents import PrepareDocument
-from migration.runtime.engine import Progress, Unit, get_engine
+from migration.runtime.engine import Progress, Unit, UnitKind, get_engine, unit_kinds
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused, RunLock, check_not_live, holding_locks
 
@@ -567,6 +567,9 @@ def run_unit(unit: Unit, options: dict[str, Any] | TierOptions) -> dict[str, Any
             shutil.rmtree(scratch, ignore_errors=True)
 
 
+UNIT_KINDS = unit_kinds(UnitKind(UNIT_KIND, PartitionParams, run_unit))
+
+
 def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, Any]:
     started = time.monotonic()
     pdir = Path(unit.path)
@@ -845,10 +848,10 @@ def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions
     rd, units, opts = plan.run_dir, plan.units, plan.options.model_dump(mode="json")
     eng = get_engine(engine, master=master, spark=spark)
     if options.dry_run:
-        results = eng.run(units, opts, progress, functions={UNIT_KIND: run_unit})
+        results = eng.run(units, opts, progress, kinds=UNIT_KINDS)
     else:
         # Hold the log dirs' locks while snapshots are written: a broker started by mistake refuses.
         with holding_locks(list(log_dirs), RunLock(run_id=rid, run_kind="tier-prepare")):
-            results = eng.run(units, opts, progress, functions={UNIT_KIND: run_unit})
+            results = eng.run(units, opts, progress, kinds=UNIT_KINDS)
     rd.write_results(results)
     return finalize_tier(rid)

@@ -17,10 +17,11 @@ from migration.migrations.unify.plan import UnifyPlan, UnifyPrepare, load_plan, 
 from migration.migrations.unify.state import FORMAT_ZERO
 from migration.migrations.unify.unit import UNIT_KIND, run_unit
 from migration.migrations.unify.verify import verify_unified
-from migration.runtime.engine import Progress, get_engine
+from migration.runtime.engine import Progress, UnitKind, get_engine, unit_kinds
 from migration.runtime.safety import Refused
 
 log = logging.getLogger(__name__)
+UNIT_KINDS = unit_kinds(UnitKind(UNIT_KIND, UnifyUnitParams, run_unit))
 
 
 def _report_params(prepare: UnifyPrepare) -> dict[str, Any]:
@@ -86,6 +87,6 @@ def execute_unify(metadata_log_dirs: list[str | os.PathLike[str]], *, options: U
     plan.prepare.engine = engine
     plan.run_dir.write_prepare(plan.prepare)
     results = get_engine(engine, master=master, spark=spark).run(plan.units, plan.options.model_dump(mode="json"),
-                                                                 progress, functions={UNIT_KIND: run_unit})
+                                                                 progress, kinds=UNIT_KINDS)
     plan.run_dir.write_results(results)
     return finalize_unify(rid, plan=plan)

@@ -50,7 +50,7 @@ from migration.migrations.upgrade.plan import (
     run_lock,
 )
 from migration.migrations.upgrade.unit import epoch_backup_dir, rollback_unit, run_epoch_unit, run_unit
-from migration.runtime.engine import Progress, Unit, get_engine
+from migration.runtime.engine import Progress, Unit, UnitKind, get_engine, unit_kinds
 from migration.runtime.faults import unit_scope
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import (
@@ -72,7 +72,9 @@ __all__ = [
     "run_unit",
 ]
 
-UNIT_FUNCTIONS = {UNIT_KIND: run_unit, EPOCH_UNIT_KIND: run_epoch_unit}
+# the kinds of unit an upgrade job runs, with their typed parameters (the engine checks them)
+UNIT_KINDS = unit_kinds(UnitKind(UNIT_KIND, SegmentParams, run_unit),
+                        UnitKind(EPOCH_UNIT_KIND, EpochParams, run_epoch_unit))
 
 
 def _params(options: dict[str, Any], log_dirs: list[str], engine: str | None) -> dict[str, Any]:
@@ -183,7 +185,7 @@ def execute_upgrade(log_dirs: list[str], *, options: UpgradeOptions, engine: str
     try:
         with holding_locks(dirs, lock):
             results = get_engine(engine, master=master, spark=spark).run(
-                plan.units, opts.model_dump(mode="json"), progress, functions=UNIT_FUNCTIONS)
+                plan.units, opts.model_dump(mode="json"), progress, kinds=UNIT_KINDS)
     except Refused as exc:
         plan.prepare.refusal = str(exc)
         plan.run_dir.write_prepare(plan.prepare)

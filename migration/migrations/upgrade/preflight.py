@@ -17,7 +17,7 @@ from migration.formats import names
 from migration.logdir.model import is_locked
 from migration.logdir.validate import ValidationResult, validate_partition_dir
 from migration.logdir.validation import validate_metadata_dir
-from migration.runtime.engine import Unit, get_engine
+from migration.runtime.engine import NoParams, Unit, UnitKind, get_engine, unit_kinds
 from migration.runtime.runs import RunDir
 
 UNIT_KIND = "validate-partition"
@@ -46,7 +46,6 @@ def preflight_units(log_dirs: list[str | os.PathLike[str]], broker_id: int = -1)
 def run_validate_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
     res = ValidationResult()
     if Path(unit.path).name == names.METADATA_PARTITION_DIR:
-
         validate_metadata_dir(Path(unit.path), res)
     else:
         validate_partition_dir(unit.path, deep=options.get("deep", True), result=res)
@@ -59,6 +58,9 @@ def run_validate_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
     )
     return {"status": "ok" if res.ok else "failed", "broker_id": unit.broker_id, "topic": unit.topic,
             "partition": unit.partition, "unit_result": ur.model_dump(mode="json")}
+
+
+UNIT_KINDS = unit_kinds(UnitKind(UNIT_KIND, NoParams, run_validate_unit))
 
 
 def prepare_preflight(brokers: dict[int, list[str]], *, run_id: str, deep: bool = True) -> RunDir:
@@ -107,5 +109,5 @@ def execute_preflight(brokers: dict[int, list[str]], *, run_id: str, engine: str
     rd = prepare_preflight(brokers, run_id=run_id)
     units, options = rd.read_job()
     engine_ = get_engine(engine, spark=spark, master=master)
-    rd.write_results(engine_.run(units, options, functions={UNIT_KIND: run_validate_unit}))
+    rd.write_results(engine_.run(units, options, kinds=UNIT_KINDS))
     return finalize_preflight(run_id)
