@@ -6,8 +6,11 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from migration.audit.model import RUN_ID_RE, ProgressPoint, RunKind, RunReport, StepRef
 from migration.audit.store import ReportNotFound, ReportStore
@@ -17,6 +20,20 @@ from migration.runtime.runs import RunDir
 from migration.settings import project_root
 
 RUN_UNITS_APP = str(Path(__file__).resolve().parents[1] / "orchestration" / "spark_app.py")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def dag_params(model: type[M], raw: Mapping[str, Any]) -> M:
+    """A DAG run's params as the DAG's typed params model: the one way every DAG reads them. A
+    param left empty in the trigger form (None or "") takes the model's default, the same
+    default the CLI's option has; a wrong value is refused with the param's name."""
+    try:
+        return model.model_validate({k: v for k, v in raw.items() if v not in (None, "")})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ValueError(f"DAG param {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
 
 
 def load_cluster(path: str | None) -> ClusterDescription:

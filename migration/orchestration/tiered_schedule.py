@@ -26,7 +26,7 @@ from migration.migrations.tier.driver import (
 )
 from migration.migrations.tier.s3 import S3ReportSink, s3_settings_from_airflow_connection
 from migration.migrations.tier.store import StoreArgumentError, StoreUnavailable
-from migration.orchestration.common import load_cluster, merge_reports, run_id_for
+from migration.orchestration.common import dag_params, load_cluster, merge_reports, run_id_for
 from migration.orchestration.incremental import begin_incremental, finish_incremental, load_plan, session_info
 from migration.runtime.runs import RunDir
 
@@ -48,7 +48,7 @@ class TierParams(BaseModel):
 
 
 def params_of(raw: dict[str, Any]) -> TierParams:
-    return TierParams.model_validate({k: v for k, v in raw.items() if v not in (None, "")})
+    return dag_params(TierParams, raw)
 
 
 def brokers(raw: dict[str, Any]) -> list[int]:

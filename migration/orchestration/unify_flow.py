@@ -6,17 +6,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from migration.migrations.unify import UnifyOptions, detect_state, finalize_unify, prepare_unify, verify_unified
-from migration.orchestration.common import load_cluster, run_id_for
+from migration.orchestration.common import dag_params, load_cluster, run_id_for
 from migration.runtime.runs import RunDir
 
 STATES_BEFORE = "states-before.json"
 
 
-def metadata_dirs(params: dict[str, Any]) -> dict[int, str]:
+class UnifyDagParams(BaseModel):
+    """The params of ``zero_checkpoint_unification`` by their names in the trigger form; the
+    migration's options are :class:`UnifyOptions` (the DAG's form turns ``dry_run`` on)."""
+
+    cluster: str = ""
+    controllers: list[int] = Field(default_factory=list)
+    dry_run: bool = True
+
+    def options(self) -> UnifyOptions:
+        return UnifyOptions(dry_run=self.dry_run)
+
+
+def metadata_dirs(raw: dict[str, Any]) -> dict[int, str]:
     """Controller id -> metadata log dir, for the controllers the params select (default all)."""
-    desc = load_cluster(params.get("cluster"))
-    wanted = {int(c) for c in params.get("controllers") or []}
+    params = dag_params(UnifyDagParams, raw)
+    desc = load_cluster(params.cluster)
+    wanted = set(params.controllers)
     dirs = {}
     for node in desc.controllers:
         if wanted and node.id not in wanted:
@@ -46,8 +61,9 @@ def preflight_step(params: dict[str, Any], dag_run_id: str) -> list[dict[str, An
 
 def prepare_step(params: dict[str, Any], dag_run_id: str) -> list[str]:
     dirs = list(metadata_dirs(params).values())
-    dry_run = bool(params.get("dry_run", True))
-    plan = prepare_unify(dirs, run_id=unify_run_id(dag_run_id), options=UnifyOptions(dry_run=dry_run))
+    typed = dag_params(UnifyDagParams, params)
+    dry_run = typed.dry_run
+    plan = prepare_unify(dirs, run_id=unify_run_id(dag_run_id), options=typed.options())
     rd = plan.run_dir
     # the spark-submit driver holds the locks for the whole job (orchestration/spark_app.py)
     rd.write_job(plan.units, plan.options.model_dump(mode="json") | {"lock_log_dirs": [] if dry_run else dirs})
@@ -66,7 +82,7 @@ def finalize_step(dag_run_id: str) -> dict[str, Any]:
 def verify_step(params: dict[str, Any], dag_run_id: str) -> dict[str, Any]:
     """Decode every unified zero checkpoint and compare its records with what the bootstrap
     file (or the untouched zero checkpoint) held before."""
-    if params.get("dry_run", True):
+    if dag_params(UnifyDagParams, params).dry_run:
         return {"verified": False, "reason": "dry run: nothing was changed"}
     states = RunDir(unify_run_id(dag_run_id)).read(STATES_BEFORE)
     problems: dict[str, list[str]] = {}

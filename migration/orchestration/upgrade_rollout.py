@@ -5,7 +5,7 @@ the DAG run id, so a retried Airflow task recomputes the same run ids and files.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -14,7 +14,7 @@ from migration.audit.store import ReportNotFound, ReportStore
 from migration.logdir.validation import validate_paths
 from migration.migrations.upgrade.driver import UpgradeOptions, finalize_upgrade, prepare_upgrade, rollback_run
 from migration.migrations.upgrade.preflight import finalize_preflight, prepare_preflight
-from migration.orchestration.common import load_cluster, merge_reports, run_id_for
+from migration.orchestration.common import dag_params, load_cluster, merge_reports, run_id_for
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused
 
@@ -23,44 +23,56 @@ PREFLIGHT_STARTED = "started_at"  # key of the preflight's prepare.json
 ROLLBACK_MARKER = "rollback.json"
 
 
-class RolloutPlan(BaseModel):
-    cluster: str
-    target: str
-    canary: int
-    rest: list[int]
+class UpgradeDagParams(BaseModel):
+    """The params of ``message_format_upgrade`` (dags/message_format_upgrade.py), by their names in
+    the trigger form. The migration's own options are :class:`UpgradeOptions`' fields with its
+    defaults, except ``dry_run``, which the DAG's form turns on."""
+
+    cluster: str = ""
+    target_format: Literal["v1", "v2"] = "v2"
+    canary_broker: int | None = None
+    brokers: list[int] = Field(default_factory=list)
     dry_run: bool = True
     stamp_v0_with_mtime: bool = False
     force: bool = False
     assign_leader_epoch: bool = False
-    excluded_topics: dict[str, str] = Field(default_factory=dict)
+    approval: Literal["human", "auto"] = "human"
+
+
+class RolloutPlan(BaseModel):
+    cluster: str
+    canary: int
+    rest: list[int]
+    options: UpgradeOptions = Field(description="The same options model as the CLI's and job.json's")
     log_dirs: dict[int, list[str]] = Field(default_factory=dict)
 
+    @property
+    def target(self) -> str:
+        return self.options.target
 
-def plan_rollout(params: dict[str, Any]) -> RolloutPlan:
+    @property
+    def dry_run(self) -> bool:
+        return self.options.dry_run
+
+
+def plan_rollout(raw: dict[str, Any]) -> RolloutPlan:
     """Check the params against the cluster description and fix the broker order."""
-    desc = load_cluster(params.get("cluster"))
+    params = dag_params(UpgradeDagParams, raw)
+    desc = load_cluster(params.cluster)
     brokers = [b.id for b in desc.brokers]
-    wanted = [int(b) for b in params.get("brokers") or brokers]
+    wanted = params.brokers or brokers
     unknown = sorted(set(wanted) - set(brokers))
     if unknown:
         raise ValueError(f"brokers {unknown} are not in the cluster description (brokers: {brokers})")
-    canary = int(params["canary_broker"]) if params.get("canary_broker") is not None else wanted[0]
+    canary = params.canary_broker if params.canary_broker is not None else wanted[0]
     if canary not in wanted:
         raise ValueError(f"canary broker {canary} is not among the brokers the rollout may touch: {wanted}")
-    if params.get("target_format") not in ("v1", "v2"):
-        raise ValueError(f"target_format must be v1 or v2, not {params.get('target_format')!r}")
-    return RolloutPlan(
-        cluster=str(params.get("cluster") or ""),
-        target=params["target_format"],
-        canary=canary,
-        rest=[b for b in wanted if b != canary],
-        dry_run=bool(params.get("dry_run", True)),
-        stamp_v0_with_mtime=bool(params.get("stamp_v0_with_mtime", False)),
-        force=bool(params.get("force", False)),
-        assign_leader_epoch=bool(params.get("assign_leader_epoch", False)),
-        excluded_topics=desc.exclusions("upgrade"),
-        log_dirs={b.id: list(b.log_dirs) for b in desc.brokers if b.id in wanted},
-    )
+    options = UpgradeOptions(target=params.target_format, dry_run=params.dry_run,
+                             stamp_v0_with_mtime=params.stamp_v0_with_mtime, force=params.force,
+                             assign_leader_epoch=params.assign_leader_epoch,
+                             excluded_topics=desc.exclusions("upgrade"))
+    return RolloutPlan(cluster=params.cluster, canary=canary, rest=[b for b in wanted if b != canary],
+                       options=options, log_dirs={b.id: list(b.log_dirs) for b in desc.brokers if b.id in wanted})
 
 
 def broker_run_id(dag_run_id: str, broker_id: int) -> str:
@@ -114,9 +126,7 @@ def prepare_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> list[s
     """Plan one broker's upgrade; returns the arguments of the Spark job to submit."""
 
     rid = broker_run_id(dag_run_id, broker_id)
-    options = UpgradeOptions(target=plan.target, stamp_v0_with_mtime=plan.stamp_v0_with_mtime, force=plan.force,
-                             dry_run=plan.dry_run, assign_leader_epoch=plan.assign_leader_epoch,
-                             excluded_topics=plan.excluded_topics)
+    options = plan.options
     prepared = prepare_upgrade(plan.log_dirs[broker_id], run_id=rid, options=options, broker_id=broker_id)
     rd = prepared.run_dir
     if prepared.options is not None:

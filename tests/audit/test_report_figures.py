@@ -220,7 +220,10 @@ def test_preflight_report_of_the_dag_lasts_from_prepare_to_check(tmp_path: Path,
     log_dir = tmp_path / "kafka-logs"
     (log_dir / "orders-0").mkdir(parents=True)
     (log_dir / "orders-0" / "00000000000000000000.log").write_bytes(b"")
-    plan = RolloutPlan(cluster="", target="v2", canary=1, rest=[], log_dirs={1: [str(log_dir)]})
+    from migration.migrations.upgrade.options import UpgradeOptions
+
+    plan = RolloutPlan(cluster="", canary=1, rest=[], options=UpgradeOptions(target="v2", dry_run=True),
+                       log_dirs={1: [str(log_dir)]})
     rid = prepare_preflight_step(plan, "manual__2026-11-23T03:00:00+00:00")
     time.sleep(0.3)  # the Spark job and the scheduler between the two tasks
     rd = RunDir(rid)
