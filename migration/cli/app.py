@@ -43,9 +43,11 @@ app = typer.Typer(
 def _version(value: bool) -> None:
     if value:
         from migration.formats import core
+        from migration.formats.compression import codec_libraries
 
         print(f"kmigrate {__version__}")
         print(core.describe())  # which record core runs: compiled, or pure Python and why
+        print("codecs: " + "; ".join(f"{k}: {v}" for k, v in codec_libraries().items()))
         raise typer.Exit(EXIT_OK)
 
 

@@ -49,6 +49,8 @@ def test_version_names_the_active_core() -> None:
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[1] == "record core: python (KMIGRATE_PURE_PYTHON=1)"
+    # and the codec libraries that run (migration.formats.compression.codec_libraries)
+    assert out.stdout.splitlines()[2].startswith("codecs: gzip read: ")
 
 
 def test_use_switches_and_restores_the_core() -> None:
