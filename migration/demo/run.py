@@ -33,9 +33,10 @@ from rich.rule import Rule
 
 from migration.audit.store import ReportNotFound, ReportStore
 from migration.audit.text import print_inventory, print_summary
-from migration.demo.sample_cluster import build_sample_cluster
+from migration.demo.sample_cluster import TOPICS, build_sample_cluster
 from migration.logdir.model import scan_inventory
 from migration.logdir.validation import validate_paths
+from migration.migrations.tier import layout
 from migration.migrations.tier.s3 import S3Settings, make_client
 from migration.orchestration.common import run_id_for
 from migration.settings import (
@@ -51,6 +52,7 @@ from migration.settings import (
 console = Console(width=max(120, shutil.get_terminal_size((120, 40)).columns))
 
 DEMO_BUCKET = "kafka-tiered-demo"
+TIER_PREFIX = "tiered/"
 # One line per DAG run for the closing summary: (DAG id and label, DAG run state, report verdict).
 VERDICTS: list[tuple[str, str, str]] = []
 # Fake credentials for the local moto server only; never printed.
@@ -221,7 +223,7 @@ def _tiered(sc, logs: Path) -> list[str]:  # noqa: ANN001 - SampleCluster
         s3.create_bucket(Bucket=DEMO_BUCKET)
         console.print(f"moto server on {endpoint}, bucket {DEMO_BUCKET}")
         env = airflow_env(sc.description_path, endpoint)
-        base = {"cluster": str(sc.description_path), "bucket": DEMO_BUCKET, "prefix": "tiered/"}
+        base = {"cluster": str(sc.description_path), "bucket": DEMO_BUCKET, "prefix": TIER_PREFIX}
         for i, (label, conf) in enumerate([
             ("scheduled run 1 (everything dirty)", base),
             ("scheduled run 2 (nothing changed: no Spark job)", base),
@@ -247,6 +249,7 @@ def _tiered(sc, logs: Path) -> list[str]:  # noqa: ANN001 - SampleCluster
                       f"by kind {by_suffix}")
         for o in objects[:6]:
             console.print(f"  {o['Key']}  {o['Size']}", highlight=False)
+        failures += _check_legacy_manifests(s3, objects, sc)
     finally:
         server.terminate()
         server.wait(timeout=20)
@@ -256,3 +259,34 @@ def _tiered(sc, logs: Path) -> list[str]:  # noqa: ANN001 - SampleCluster
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# Topics of the sample cluster written before KIP-101 (message formats v0/v1): staged only because
+# the upgrade assigned them leader epoch 0 (docs/formats.md §5.7).
+LEGACY_TOPICS = ("legacy-v0", "clicks-v1", "orders-upgraded")
+
+
+def _check_legacy_manifests(s3, objects: list[dict], sc) -> list[str]:  # noqa: ANN001 - boto3 client, SampleCluster
+    """Every partition of the legacy topics is in the bucket, each of its manifests with leader
+    epoch 0 in ``segmentLeaderEpochs``; says so, or names what is missing."""
+    manifests = [o["Key"] for o in objects if o["Key"].endswith(layout.MANIFEST_SUFFIX)]
+    found: dict[str, list[dict[str, int]]] = {}
+    missing = []
+    for spec in TOPICS:
+        if spec.name not in LEGACY_TOPICS:
+            continue
+        for partition in range(spec.partitions):
+            prefix = layout.partition_prefix(TIER_PREFIX, spec.name, sc.topic_ids[spec.name], partition)
+            keys = [k for k in manifests if k.startswith(prefix)]
+            if not keys:
+                missing.append(f"{spec.name}-{partition}")
+            for key in keys:
+                manifest = json.loads(s3.get_object(Bucket=DEMO_BUCKET, Key=key)["Body"].read())
+                found.setdefault(spec.name, []).append(manifest["remoteLogSegmentMetadata"]["segmentLeaderEpochs"])
+    without_zero = [t for t, epochs in found.items() if any("0" not in e for e in epochs)]
+    if missing or without_zero:
+        console.print(f"[red]legacy partitions not staged: {missing}; manifests without epoch 0: {without_zero}[/red]")
+        return ["legacy partitions staged with leader epoch 0"]
+    console.print("legacy data staged: " + ", ".join(f"{t} {len(e)} segments" for t, e in found.items())
+                  + "; every manifest's segmentLeaderEpochs holds epoch 0", highlight=False)
+    return []
