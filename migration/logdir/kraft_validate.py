@@ -28,6 +28,7 @@ from migration.formats.control_records import ControlRecordType, decode_control_
 from migration.formats.errors import KafkaFormatError, TruncatedError
 from migration.formats.file_records import iterate_batches
 from migration.formats.kraft_checkpoint import KRAFT_MAX_BATCH_BYTES
+from migration.formats.layout import ATTRIBUTES_OFFSET, MAGIC_OFFSET, PARTITION_LEADER_EPOCH_OFFSET
 from migration.formats.metadata_records import (
     METADATA_VERSION_FEATURE,
     MV_3_3_IV0,
@@ -111,7 +112,7 @@ def _check_batches(p: Path, data: bytes, check: CheckpointCheck, *, bootstrap: b
         for b in iterate_batches(data, path=str(p), strict=True):
             if b.magic != MAGIC_V2:
                 res.add("error", _code(kind, "MAGIC"), p, f"batch magic {b.magic}: snapshots hold v2 batches only",
-                        position=b.position + 16)
+                        position=b.position + MAGIC_OFFSET)
                 return
             b.ensure_valid()
             batches.append(b)  # type: ignore[arg-type]
@@ -135,7 +136,7 @@ def _check_batches(p: Path, data: bytes, check: CheckpointCheck, *, bootstrap: b
                     "(snapshot offsets start at 0 and are contiguous)", position=pos)
         if check.epoch is not None and b.partition_leader_epoch != check.epoch:
             res.add("error", _code(kind, "EPOCH"), p, f"batch partition leader epoch {b.partition_leader_epoch}, but "
-                    f"the snapshot epoch is {check.epoch}", position=pos + 12)
+                    f"the snapshot epoch is {check.epoch}", position=pos + PARTITION_LEADER_EPOCH_OFFSET)
         if b.size_in_bytes > KRAFT_MAX_BATCH_BYTES:
             res.add("warning", _code(kind, "BATCH_SIZE"), p, f"batch of {b.size_in_bytes} bytes is above KRaft's "
                     f"{KRAFT_MAX_BATCH_BYTES}-byte maximum", position=pos)
@@ -146,10 +147,10 @@ def _check_batches(p: Path, data: bytes, check: CheckpointCheck, *, bootstrap: b
             return
         if compression is not Compression.NONE:
             res.add("warning", _code(kind, "COMPRESSED"), p, f"{compression.name} batch: Kafka writes snapshots "
-                    "uncompressed", position=pos + 21)
+                    "uncompressed", position=pos + ATTRIBUTES_OFFSET)
         if b.is_transactional or b.has_producer_id:
             res.add("warning", _code(kind, "PRODUCER"), p, "snapshot batch with producer state or the transactional "
-                    "flag", position=pos + 21)
+                    "flag", position=pos + ATTRIBUTES_OFFSET)
         try:
             records = b.records()
         except KafkaFormatError as exc:

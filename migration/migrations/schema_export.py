@@ -16,6 +16,7 @@ from migration.migrations.tier.driver import TierPrepare
 from migration.migrations.unify.plan import UnifyPrepare
 from migration.migrations.upgrade.journal import UnitJournal
 from migration.migrations.upgrade.plan import UpgradePrepare
+from migration.migrations.upgrade.preflight import PreflightPrepare
 from migration.runtime.documents import JobDocument, ResultsDocument
 
 COMMAND = "python -m migration.migrations.schema_export"
@@ -25,6 +26,7 @@ RUN_DOCUMENTS: dict[str, type[BaseModel]] = {
     "run-job": JobDocument,
     "run-results": ResultsDocument,
     "upgrade-prepare": UpgradePrepare,
+    "preflight-prepare": PreflightPrepare,
     "upgrade-unit-journal": UnitJournal,
     "unify-prepare": UnifyPrepare,
     "tier-prepare": TierPrepare,

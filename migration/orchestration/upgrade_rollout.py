@@ -13,13 +13,12 @@ from migration.audit.model import ProgressPoint, RunKind, RunReport, UnitStatus,
 from migration.audit.store import ReportNotFound, ReportStore
 from migration.logdir.validation import validate_paths
 from migration.migrations.upgrade.driver import UpgradeOptions, finalize_upgrade, prepare_upgrade, rollback_run
-from migration.migrations.upgrade.preflight import finalize_preflight, prepare_preflight
+from migration.migrations.upgrade.preflight import PreflightPrepare, finalize_preflight, prepare_preflight
 from migration.orchestration.common import dag_params, load_cluster, merge_reports, run_id_for
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused
 
 VERIFY_MARKER = "verify.json"
-PREFLIGHT_STARTED = "started_at"  # key of the preflight's prepare.json
 ROLLBACK_MARKER = "rollback.json"
 
 
@@ -82,10 +81,8 @@ def broker_run_id(dag_run_id: str, broker_id: int) -> str:
 def prepare_preflight_step(plan: RolloutPlan, dag_run_id: str) -> str:
 
     rid = run_id_for(dag_run_id, "preflight")
-    started = utcnow()
-    rd = prepare_preflight(plan.log_dirs, run_id=rid)
     # The preflight runs from here to its check step: its report starts now, not when it is built.
-    rd.write_prepare({**rd.read_prepare(), PREFLIGHT_STARTED: started.isoformat()})
+    prepare_preflight(plan.log_dirs, run_id=rid, started_at=utcnow().isoformat())
     return rid
 
 
@@ -107,7 +104,8 @@ def _time_preflight(report: RunReport, rd: RunDir) -> None:
     """The preflight report's times: built after the Spark job, it would start when it was built
     (0 s). It starts when the prepare step did, and each partition's validation takes the
     time the engine measured for its unit."""
-    started = rd.read_prepare().get(PREFLIGHT_STARTED)
+    prep = rd.read_prepare(PreflightPrepare)
+    started = prep.started_at if prep is not None and isinstance(prep.started_at, str) else None
     if started is not None:
         at = datetime.fromisoformat(started)
         if at < report.started_at:

@@ -14,6 +14,7 @@ from fuzz.harness import Target
 from fuzz.readers import read_segment
 from migration.formats import compression as codecs
 from migration.formats.file_records import iterate_batches
+from migration.formats.layout import LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET
 from migration.formats.model import MAGIC_V2, Compression
 from migration.formats.record_batch import (
     ATTRIBUTES_OFFSET,
@@ -29,14 +30,14 @@ _ATTRIBUTES = struct.Struct(">h")
 
 def repack(data: bytes) -> bytes:
     """The batch as stored: records compressed with the attributes' codec, length and CRC fixed."""
-    if len(data) < RECORD_BATCH_OVERHEAD or data[16] != MAGIC_V2:
+    if len(data) < RECORD_BATCH_OVERHEAD or data[MAGIC_OFFSET] != MAGIC_V2:
         return data
     header = bytearray(data[:RECORD_BATCH_OVERHEAD])
     payload = data[RECORD_BATCH_OVERHEAD:]
     codec = _ATTRIBUTES.unpack_from(header, ATTRIBUTES_OFFSET)[0] & COMPRESSION_CODEC_MASK
     if codec in {c.value for c in Compression} and codec:
         payload = codecs.compress(Compression(codec), payload, MAGIC_V2)
-    _LENGTH.pack_into(header, 8, RECORD_BATCH_OVERHEAD - 12 + len(payload))
+    _LENGTH.pack_into(header, LENGTH_OFFSET, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload))
     _CRC.pack_into(header, CRC_OFFSET, crc32c.crc32c(bytes(header[ATTRIBUTES_OFFSET:]) + payload))
     return bytes(header) + payload
 

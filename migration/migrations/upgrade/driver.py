@@ -37,7 +37,7 @@ from migration.migrations.common.leader_epoch import (
 )
 from migration.migrations.common.replace import remove_cleaned_in_range
 from migration.migrations.upgrade.journal import IN_FLIGHT, JournalState, load_journal
-from migration.migrations.upgrade.options import UpgradeOptions
+from migration.migrations.upgrade.options import TARGET_MAGIC, UpgradeOptions
 from migration.migrations.upgrade.plan import (
     EPOCH_UNIT_KIND,
     UNIT_KIND,
@@ -95,7 +95,7 @@ def finalize_upgrade(run_id: str, *, engine: str | None = None, plan: UpgradePla
     target = opts.target if opts is not None else prep.target
     params = opts.model_dump(mode="json") if opts is not None else (prep.options or {})
     report = RunReport.start(RunKind.UPGRADE, _params(params, prep.log_dirs, engine), run_id=run_id, now=started,
-                             formats=FormatVersions(target_magic={"v1": 1, "v2": 2}.get(target or "")))
+                             formats=FormatVersions(target_magic=TARGET_MAGIC.get(target or "")))
     if prep.refusal:
         report.refuse(prep.refusal)
     for w in prep.warnings:

@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from migration.audit.model import Finding as ReportFinding
 from migration.audit.model import RunKind, RunReport, UnitResult, UnitStatus, UnitType
 from migration.audit.store import ReportStore
@@ -17,6 +19,7 @@ from migration.formats import names
 from migration.logdir.model import is_locked
 from migration.logdir.validate import ValidationResult, validate_partition_dir
 from migration.logdir.validation import validate_metadata_dir
+from migration.runtime.documents import PrepareDocument
 from migration.runtime.engine import NoParams, Unit, UnitKind, get_engine, unit_kinds
 from migration.runtime.runs import RunDir
 
@@ -63,7 +66,15 @@ def run_validate_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
 UNIT_KINDS = unit_kinds(UnitKind(UNIT_KIND, NoParams, run_validate_unit))
 
 
-def prepare_preflight(brokers: dict[int, list[str]], *, run_id: str, deep: bool = True) -> RunDir:
+class PreflightPrepare(PrepareDocument):
+    """``prepare.json`` of a preflight: the brokers' log dirs, and those a live process holds."""
+
+    brokers: dict[str, list[str]] = Field(default_factory=dict)
+    live: dict[str, list[str]] = Field(default_factory=dict)
+
+
+def prepare_preflight(brokers: dict[int, list[str]], *, run_id: str, deep: bool = True,
+                      started_at: str | None = None) -> RunDir:
     rd = RunDir(run_id)
     units: list[Unit] = []
     live: dict[int, list[str]] = {}
@@ -72,19 +83,21 @@ def prepare_preflight(brokers: dict[int, list[str]], *, run_id: str, deep: bool 
         if locked:
             live[broker_id] = locked
         units.extend(preflight_units(dirs, broker_id))
-    rd.write_prepare({"brokers": {str(b): d for b, d in brokers.items()},
-                      "live": {str(b): d for b, d in live.items()}})
+    rd.write_prepare(PreflightPrepare(run_id=run_id, started_at=started_at,
+                                      log_dirs=[d for dirs in brokers.values() for d in dirs],
+                                      brokers={str(b): d for b, d in brokers.items()},
+                                      live={str(b): d for b, d in live.items()}))
     rd.write_job(units, {"deep": deep})
     return rd
 
 
 def finalize_preflight(run_id: str, *, params: dict[str, Any] | None = None, save: bool = True) -> RunReport:
     rd = RunDir(run_id)
-    prep = rd.read_prepare()
+    prep = rd.read_prepare(PreflightPrepare) or PreflightPrepare(run_id=run_id)
     units, _ = rd.read_job()
     results = {r["unit_id"]: r for r in rd.read_results()}
     report = RunReport.start(RunKind.VALIDATE, params or {}, run_id=run_id)
-    for b, dirs in prep.get("live", {}).items():
+    for b, dirs in prep.live.items():
         report.refuse(f"broker {b}: a live process holds the lock of {', '.join(dirs)}")
     for u in units:
         report.plan_unit(u.broker_id, u.topic or "-", u.partition or 0, Path(u.path).name, u.size)
