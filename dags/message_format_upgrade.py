@@ -14,6 +14,7 @@ from airflow.sdk import DAG, Param, Variable, conf, get_current_context, task, t
 from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSkipException
 from kmigrate_operators import DEFAULT_ARGS, MigrationSparkJobOperator, default_cluster
 
+from migration.migrations.upgrade.options import TargetFormat
 from migration.orchestration import upgrade_rollout as rollout
 from migration.orchestration.common import spark_job_args
 from migration.settings import adopt_home, airflow_home_lookups
@@ -34,7 +35,8 @@ with DAG(
     params={
         "cluster": Param(default_cluster(), type="string",
                          description="Path of the cluster description (YAML or JSON)"),
-        "target_format": Param("v2", enum=["v1", "v2"], description="v1 (KIP-32) or v2 (Kafka 4)"),
+        "target_format": Param(TargetFormat.V2.value, enum=[t.value for t in TargetFormat],
+                               description="v1 (KIP-32) or v2 (Kafka 4)"),
         "canary_broker": Param(1, type="integer", description="Broker upgraded first, alone"),
         "brokers": Param([], type="array", items={"type": "integer"},
                          description="Brokers the rollout may touch (empty: all)"),

@@ -7,7 +7,6 @@ broker, an unclean shutdown without --force, leftovers of an interrupted run).
 from __future__ import annotations
 
 # Imports of the migrations sit inside the commands: start-up cost, measured (migration/cli/__init__.py).
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,13 +16,9 @@ from rich.console import Console
 from migration.cli.common import ENGINE_HELP, EngineName, check_paths, check_run_id
 from migration.cli.progress import engine_progress
 from migration.logdir.paths import Need
+from migration.migrations.upgrade.options import TargetFormat  # 7 ms: the option's choices
 
 console = Console()
-
-
-class Target(StrEnum):
-    V1 = "v1"
-    V2 = "v2"
 
 
 def _show(report: Any) -> None:
@@ -44,7 +39,7 @@ def _show(report: Any) -> None:
 
 def upgrade(
     log_dirs: Annotated[list[Path], typer.Argument(help="Broker log dirs (stopped broker).", show_default=False)],
-    to: Annotated[Target, typer.Option("--to", help="Target message format.")],
+    to: Annotated[TargetFormat, typer.Option("--to", help="Target message format.")],
     engine: Annotated[EngineName, typer.Option("--engine", help=ENGINE_HELP)] = EngineName.SPARK,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan only: units, bytes, expected growth.")] = False,
     backup_root: Annotated[Path | None, typer.Option(help="Where originals are kept (outside every log dir).")
@@ -76,7 +71,7 @@ def upgrade(
     from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade
     from migration.migrations.upgrade.plan import resume_command
 
-    if assign_leader_epoch and to is not Target.V2:
+    if assign_leader_epoch and to is not TargetFormat.V2:
         raise typer.BadParameter("needs --to v2: only v2 batches carry a partition leader epoch",
                                  param_hint="--assign-leader-epoch")
     check_paths("upgrade", log_dirs, Need.BROKER_LOG_DIR)

@@ -45,7 +45,7 @@ from migration.formats.model import (
     Header,
     Record,
 )
-from migration.formats.varint import TABLE_MAX, VARINT_TABLE, _decode_varint_slow, encode_varint
+from migration.formats.varint import TABLE_MAX, VARINT_TABLE, decode_varint_slow, encode_varint
 
 NAME = "python"
 
@@ -196,7 +196,7 @@ def digest_v2(buf: bytes | memoryview, start: int, end: int, count: int, base_of
     view = memoryview(data)
     end = len(data)
     pos = 0
-    slow = _decode_varint_slow
+    slow = decode_varint_slow
     append = parts.append
     pack_head = OFFSET_NO_HEADERS.pack
     pack_len = _I32.pack

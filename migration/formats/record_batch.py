@@ -60,7 +60,7 @@ from migration.formats.model import (
     Record,
     TimestampType,
 )
-from migration.formats.varint import _decode_varint_slow
+from migration.formats.varint import decode_varint_slow
 
 COMPRESSION_CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -318,7 +318,7 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
     append = out.append
     pos = 0
     end = len(data)
-    slow = _decode_varint_slow
+    slow = decode_varint_slow
     check_int64 = not (INT64_MIN + SAFE_DELTA <= base_offset <= INT64_MAX - SAFE_DELTA
                        and INT64_MIN + SAFE_DELTA <= base_timestamp <= INT64_MAX - SAFE_DELTA)
     for _ in range(count):

@@ -52,14 +52,14 @@ def decode_varint(buf: bytes | memoryview, pos: int, max_bytes: int = 5) -> tupl
     b = buf[pos] if pos < len(buf) else -1
     if 0 <= b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
-    return _decode_varint_slow(buf, pos, max_bytes)
+    return decode_varint_slow(buf, pos, max_bytes)
 
 
 def decode_varlong(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     return decode_varint(buf, pos, 10)
 
 
-def _decode_varint_slow(buf: bytes | memoryview, pos: int, max_bytes: int) -> tuple[int, int]:
+def decode_varint_slow(buf: bytes | memoryview, pos: int, max_bytes: int) -> tuple[int, int]:
     u, pos = decode_unsigned_varint(buf, pos, max_bytes)
     return (u >> 1) ^ -(u & 1), pos  # Java's (value >>> 1) ^ -(value & 1) on the cut value
 

@@ -13,6 +13,7 @@ from migration.audit.model import ProgressPoint, RunKind, RunReport, UnitStatus,
 from migration.audit.store import ReportNotFound, ReportStore
 from migration.logdir.validation import validate_paths
 from migration.migrations.upgrade.driver import UpgradeOptions, finalize_upgrade, prepare_upgrade, rollback_run
+from migration.migrations.upgrade.options import TargetFormat
 from migration.migrations.upgrade.preflight import PreflightPrepare, finalize_preflight, prepare_preflight
 from migration.orchestration.common import dag_params, load_cluster, merge_reports, run_id_for
 from migration.runtime.runs import RunDir
@@ -28,7 +29,7 @@ class UpgradeDagParams(BaseModel):
     defaults, except ``dry_run``, which the DAG's form turns on."""
 
     cluster: str = ""
-    target_format: Literal["v1", "v2"] = "v2"
+    target_format: TargetFormat = TargetFormat.V2
     canary_broker: int | None = None
     brokers: list[int] = Field(default_factory=list)
     dry_run: bool = True

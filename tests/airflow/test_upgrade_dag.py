@@ -73,6 +73,13 @@ def test_canary_failure_rolls_back_and_stops_the_rollout(airflow_base_env, dags_
     log = (tmp_path / "dag.log").read_text()
     assert state == "failed", log[-5000:]
     assert "rollback_canary" in log
+    # one verdict: the DAG run failed, and so says its report (the canary's corrupt segment)
+    reports = [json.loads(p.read_text()) for p in (tmp_path / "out" / "reports").glob("*/report.json")]
+    merged = [r for r in reports if r["dag_id"] == "message_format_upgrade" and r["kind"] == "upgrade"
+              and r.get("steps")]
+    assert len(merged) == 1 and (merged[0]["status"], merged[0]["exit_code"]) == ("failed", 1)
+    errors = [f["code"] for b in merged[0]["brokers"] for p in b["partitions"] for u in p["units"] for f in u["errors"]]
+    assert "CORRUPT_BATCH" in errors
     assert _tree_hash(canary) == canary_before  # rolled back byte for byte, mtimes included
     for b, h in others_before.items():
         assert _tree_hash(sample_cluster.broker_log_dirs[b]) == h, f"broker {b} was touched"

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from enum import StrEnum
 
 from pydantic import BaseModel, Field, model_validator
 
 from migration.migrations.upgrade.rewrite import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_BYTES
 
-TARGET_MAGIC = {"v1": 1, "v2": 2}
+
+class TargetFormat(StrEnum):
+    """The message format an upgrade writes: the one spelling of ``--to``, the DAG's
+    ``target_format`` and ``job.json``'s ``target``."""
+
+    V1 = "v1"  # KIP-32: relative inner offsets and timestamps
+    V2 = "v2"  # record batches (KIP-98), what Kafka 4 reads and writes (KIP-724)
+
+
+TARGET_MAGIC = {TargetFormat.V1: 1, TargetFormat.V2: 2}
 
 
 class UpgradeOptions(BaseModel):
-    target: Literal["v1", "v2"] = Field(description="v1: KIP-32 format; v2: record batches (Kafka 4 readiness)")
+    target: TargetFormat = Field(description="v1: KIP-32 format; v2: record batches (Kafka 4 readiness)")
     stamp_v0_with_mtime: bool = Field(
         default=False,
         description="Stamp v0 messages with the segment's mtime (ms) as LogAppendTime instead of -1",
