@@ -333,7 +333,10 @@ def prepare_tier(log_dirs: list[str | os.PathLike[str]], *, run_id: str, options
                 continue
             segs = [{"base_offset": s.base_offset, "size": s.size, "mtime_ns": s.mtime_ns,
                      "max_timestamp": s.stats.max_timestamp if s.stats else -1,
-                     "formats": s.stats.formats if s.stats else []} for s in p.segments]
+                     "formats": s.stats.formats if s.stats else [],
+                     # counted from batch headers (exact for v2 and uncompressed legacy data)
+                     "records": s.stats.records if s.stats and s.stats.records_exact else None}
+                    for s in p.segments]
             units.append(Unit(
                 kind=UNIT_KIND, id=f"{UNIT_KIND}:{bid}:{p.name}", broker_id=bid, log_dir=d.path, path=p.path,
                 topic=p.topic, partition=p.partition, size=sum(s.size for s in p.segments[:-1]),
@@ -359,12 +362,13 @@ class _SegmentPlan(BaseModel):
     mtime_ns: int
     max_timestamp: int
     formats: list[str]
+    records: int | None = None
 
 
 def _segment_plans(unit: Unit) -> tuple[list[_SegmentPlan], int]:
     segs = PartitionParams.model_validate(unit.params).segments
     plans = [_SegmentPlan(base=s["base_offset"], next_offset=n["base_offset"], size=s["size"], mtime_ns=s["mtime_ns"],
-                          max_timestamp=s["max_timestamp"], formats=s.get("formats", []))
+                          max_timestamp=s["max_timestamp"], formats=s.get("formats", []), records=s.get("records"))
              for s, n in zip(segs, segs[1:], strict=False)]
     return plans, segs[-1]["base_offset"]
 
@@ -407,6 +411,7 @@ def _segment_result(plan: _SegmentPlan, pdir: Path, status: UnitStatus, *, start
                       path=str(pdir / names.log_file_name(plan.base)), status=status, input_format=fmt,
                       output_format=layout.LAYOUT_NAME if status is UnitStatus.OK else None,
                       bytes_before=plan.size, bytes_after=plan.size if status is UnitStatus.OK else None,
+                      records_before=plan.records, records_after=plan.records if status is UnitStatus.OK else None,
                       offsets=OffsetRange(first=plan.base, last=plan.next_offset - 1),
                       duration_s=max(0.0, time.monotonic() - started), errors=errors or [], warnings=warnings or [])
 

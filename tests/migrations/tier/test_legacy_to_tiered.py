@@ -94,3 +94,14 @@ def test_tier_prepare_alone_assigns_epochs_and_without_the_option_says_how(sampl
     assert (log_dir / "legacy-v0-0" / names.LEADER_EPOCH_CHECKPOINT_FILE).read_bytes() == b"0\n1\n0 0\n"
     epochs = _manifest_epochs(s3, "legacy-v0-0")
     assert epochs and all(e == {"0": min(e.values())} for e in epochs)
+
+
+def test_the_tier_report_counts_the_records_it_staged(sample_cluster, s3):
+    log_dir = sample_cluster.broker_log_dirs[1]
+    report = execute_tier([str(log_dir)], options=_options(s3, sample_cluster), only_partitions=["events-v2-0"])
+    staged = [u for *_, u in report.iter_units() if u.status is UnitStatus.OK and u.unit.endswith(".log")]
+    assert staged and all(u.records_before == u.records_after and u.records_before for u in staged)
+    active = max((log_dir / "events-v2-0").glob("*.log"))
+    on_disk = sum(1 for p in (log_dir / "events-v2-0").glob("*.log") if p != active
+                  for b in FileRecords(p).batches() for _ in b)
+    assert report.totals.records_before == report.totals.records_after == on_disk
