@@ -273,34 +273,33 @@ cdef inline int get_view(object obj, Py_buffer *view) except -1:
     return PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
 
 
-def crc32(data, value=0):
-    """CRC-32 (IEEE) of v0/v1 messages, as ``zlib.crc32``."""
+ctypedef uint32_t (*crc_fn)(uint32_t, const unsigned char *, size_t) nogil
+
+
+cdef object _crc(crc_fn fn, object py_fn, object data, object value):
+    """One checksum over a buffer: a seed that does not fit uint32 goes to the Python twin,
+    which raises as the library it mirrors does."""
     cdef Py_buffer v
     cdef uint32_t seed
     try:
         seed = value
     except OverflowError:
-        return _py.crc32(data, value)
+        return py_fn(data, value)
     get_view(data, &v)
     try:
-        return kcrc32(seed, <const unsigned char *>v.buf, <size_t>v.len)
+        return fn(seed, <const unsigned char *>v.buf, <size_t>v.len)
     finally:
         PyBuffer_Release(&v)
+
+
+def crc32(data, value=0):
+    """CRC-32 (IEEE) of v0/v1 messages, as ``zlib.crc32``."""
+    return _crc(kcrc32, _py.crc32, data, value)
 
 
 def crc32c(data, value=0):
     """CRC-32C (Castagnoli) of v2 batches, as ``crc32c.crc32c``."""
-    cdef Py_buffer v
-    cdef uint32_t seed
-    try:
-        seed = value
-    except OverflowError:
-        return _py.crc32c(data, value)
-    get_view(data, &v)
-    try:
-        return kcrc32c(seed, <const unsigned char *>v.buf, <size_t>v.len)
-    finally:
-        PyBuffer_Release(&v)
+    return _crc(kcrc32c, _py.crc32c, data, value)
 
 
 # ---------------------------------------------------------------- v0/v1
