@@ -23,10 +23,12 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
 from migration.formats.fileio import atomic_write, fsync_dir
+from migration.runtime.documents import RunDocument
 
 MANIFESTS_DIR = "manifests"
 FILES_DIR = "files"
@@ -56,8 +58,12 @@ class UnitPlace(BaseModel):
                                          "next segment's base offset); None: the last segment")
 
 
-class UnitBackup(BaseModel):
-    version: int = Field(default=0, description="0: written before versioning (no place); 1: with place")
+class UnitBackup(RunDocument):
+    """A unit's backup manifest (version 0: written before versioning, without ``place``)."""
+
+    VERSION: ClassVar[int] = MANIFEST_VERSION
+    NAME: ClassVar[str] = "backup manifest"
+
     unit_id: str
     partition_dir: str
     backup_dir: str
@@ -66,11 +72,7 @@ class UnitBackup(BaseModel):
 
 
 def _read_manifest(path: Path) -> UnitBackup:
-    ub = UnitBackup.model_validate_json(path.read_text())
-    if ub.version > MANIFEST_VERSION:
-        raise ValueError(f"{path}: backup manifest version {ub.version} is newer than this tool reads "
-                         f"({MANIFEST_VERSION}); use the kmigrate that wrote it")
-    return ub
+    return UnitBackup.read(path)  # a newer version is refused by name (runtime/documents.py)
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:

@@ -26,12 +26,14 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from migration.formats import names
 from migration.formats.checkpoint_files import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
 from migration.formats.fileio import atomic_write, fsync_dir
+from migration.runtime.documents import RunDocument
 
 ASSIGNED_EPOCH = 0
 EPOCH_BACKUP_DIR = "leader-epochs"
@@ -40,10 +42,12 @@ EPOCH_BACKUP_VERSION = 1
 ASSIGNED_CODE = "LEADER_EPOCH_ASSIGNED"
 
 
-class EpochAssignment(BaseModel):
+class EpochAssignment(RunDocument):
     """One partition's assignment, as planned or done; the backup manifest of a real run."""
 
-    version: int = EPOCH_BACKUP_VERSION
+    VERSION: ClassVar[int] = EPOCH_BACKUP_VERSION
+    NAME: ClassVar[str] = "leader-epoch backup manifest"
+
     partition_dir: str
     topic: str
     partition: int
@@ -137,11 +141,7 @@ def assign_leader_epoch(partition_dir: Path, *, backup_dir: Path | None = None) 
 
 
 def read_assignment(manifest: Path) -> EpochAssignment:
-    a = EpochAssignment.model_validate_json(manifest.read_text())
-    if a.version > EPOCH_BACKUP_VERSION:
-        raise ValueError(f"{manifest}: leader-epoch backup version {a.version} is newer than this tool reads "
-                         f"({EPOCH_BACKUP_VERSION}); use the kmigrate that wrote it")
-    return a
+    return EpochAssignment.read(manifest)  # a newer version is refused by name (runtime/documents.py)
 
 
 def assignments(backup_dir: Path) -> list[tuple[Path, EpochAssignment]]:
