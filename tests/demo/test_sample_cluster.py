@@ -18,8 +18,12 @@ def _tree(root: Path) -> dict[str, str]:
     for dirpath, _, files in os.walk(root):
         for f in files:
             p = Path(dirpath) / f
-            if p.name != "cluster.json":  # holds the absolute paths
-                out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+            if p.name == "cluster.json":  # holds the absolute paths
+                continue
+            data = p.read_bytes()
+            if p.name == "meta.properties":  # Java's Properties.store writes the time as a comment, as Kafka's does
+                data = b"".join(line for line in data.splitlines(keepends=True) if not line.startswith(b"#"))
+            out[str(p.relative_to(root))] = hashlib.sha256(data).hexdigest()
     return out
 
 
