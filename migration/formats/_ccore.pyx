@@ -94,6 +94,7 @@ cdef enum:
     V0_KEY_LENGTH_AT = LOG_OVERHEAD + KEY_SIZE_OFFSET_V0
     V1_KEY_LENGTH_AT = LOG_OVERHEAD + KEY_SIZE_OFFSET_V1
     LEGACY_CODEC_MASK = 0x07
+    LEGACY_TIMESTAMP_TYPE_MASK = 0x08   # attributes bit 3, v1 only (§1.9)
     # v2 batch (§2.1, DefaultRecordBatch.java)
     BASE_OFFSET_OFFSET = 0
     BASE_OFFSET_LENGTH = 8
@@ -789,32 +790,24 @@ cdef class _Blob:
         return self.view.len if self.held else -1
 
 
-def single_record_batch(offset, timestamp, key, value, log_append_time, partition_leader_epoch):
-    """See ``_pycore.single_record_batch``."""
-    cdef int64_t off, ts
-    cdef int32_t epoch
-    cdef Py_ssize_t klen, vlen, body, after, total
-    cdef unsigned char *w
-    cdef unsigned char *after_at
-    cdef object out
-    try:
-        off = offset
-        ts = timestamp
-        epoch = partition_leader_epoch
-    except OverflowError:
-        return _py.single_record_batch(offset, timestamp, key, value, log_append_time, partition_leader_epoch)
-    k = _Blob(key)
-    val = _Blob(value)
-    klen = k.length()
-    vlen = val.length()
-    body = 3 + varint_size(klen) + (klen if klen > 0 else 0) + varint_size(vlen) + (vlen if vlen > 0 else 0) + 1
-    after = RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET + varint_size(body) + body  # what the CRC covers
+cdef inline Py_ssize_t single_record_batch_size(Py_ssize_t klen, Py_ssize_t vlen) noexcept nogil:
+    """Bytes of a one-record uncompressed v2 batch with these key and value lengths (-1: null),
+    or -1 when its length field would not fit int32."""
+    cdef Py_ssize_t body = 3 + varint_size(klen) + (klen if klen > 0 else 0) + varint_size(vlen) \
+        + (vlen if vlen > 0 else 0) + 1
+    cdef Py_ssize_t after = RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET + varint_size(body) + body  # CRC'd bytes
     if after + PARTITION_LEADER_EPOCH_LENGTH + MAGIC_LENGTH + CRC_LENGTH > INT32_MAX:
-        return _py.single_record_batch(offset, timestamp, key, value, log_append_time, partition_leader_epoch)
-    total = ATTRIBUTES_OFFSET + after
-    out = PyBytes_FromStringAndSize(NULL, total)
-    w = <unsigned char *>PyBytes_AS_STRING(out)
-    after_at = w + ATTRIBUTES_OFFSET
+        return -1
+    return ATTRIBUTES_OFFSET + after
+
+
+cdef void put_single_record_batch(unsigned char *w, Py_ssize_t total, int64_t off, int64_t ts,
+                                  const unsigned char *key, Py_ssize_t klen, const unsigned char *value,
+                                  Py_ssize_t vlen, bint log_append_time, int32_t epoch) noexcept nogil:
+    """Write the ``total`` (:func:`single_record_batch_size`) bytes of one uncompressed record in
+    its own v2 batch at ``w``: record attributes, timestamp delta and offset delta 0, no headers."""
+    cdef unsigned char *start = w
+    cdef Py_ssize_t after = total - ATTRIBUTES_OFFSET
     kb_put_i64(w + BASE_OFFSET_OFFSET, off)
     kb_put_i32(w + LENGTH_OFFSET, <int32_t>(after + PARTITION_LEADER_EPOCH_LENGTH + MAGIC_LENGTH + CRC_LENGTH))
     kb_put_i32(w + PARTITION_LEADER_EPOCH_OFFSET, epoch)
@@ -827,20 +820,47 @@ def single_record_batch(offset, timestamp, key, value, log_append_time, partitio
     kb_put_i16(w + PRODUCER_EPOCH_OFFSET, -1)
     kb_put_i32(w + BASE_SEQUENCE_OFFSET, -1)
     kb_put_i32(w + RECORDS_COUNT_OFFSET, 1)
-    w = put_varint(w + RECORD_BATCH_OVERHEAD, body)
+    w = put_varint(w + RECORD_BATCH_OVERHEAD,
+                   3 + varint_size(klen) + (klen if klen > 0 else 0) + varint_size(vlen) + (vlen if vlen > 0 else 0) + 1)
     w[0] = 0  # record attributes
     w[1] = 0  # timestamp delta
     w[2] = 0  # offset delta
     w = put_varint(w + 3, klen)
     if klen > 0:
-        memcpy(w, k.view.buf, <size_t>klen)
+        memcpy(w, key, <size_t>klen)
         w += klen
     w = put_varint(w, vlen)
     if vlen > 0:
-        memcpy(w, val.view.buf, <size_t>vlen)
+        memcpy(w, value, <size_t>vlen)
         w += vlen
     w[0] = 0  # no headers
-    kb_put_u32(<unsigned char *>PyBytes_AS_STRING(out) + CRC_OFFSET, kcrc32c(0, after_at, <size_t>after))
+    kb_put_u32(start + CRC_OFFSET, kcrc32c(0, start + ATTRIBUTES_OFFSET, <size_t>after))
+
+
+def single_record_batch(offset, timestamp, key, value, log_append_time, partition_leader_epoch):
+    """See ``_pycore.single_record_batch``."""
+    cdef int64_t off, ts
+    cdef int32_t epoch
+    cdef Py_ssize_t klen, vlen, total
+    cdef object out
+    try:
+        off = offset
+        ts = timestamp
+        epoch = partition_leader_epoch
+    except OverflowError:
+        return _py.single_record_batch(offset, timestamp, key, value, log_append_time, partition_leader_epoch)
+    k = _Blob(key)
+    val = _Blob(value)
+    klen = k.length()
+    vlen = val.length()
+    total = single_record_batch_size(klen, vlen)
+    if total < 0:
+        return _py.single_record_batch(offset, timestamp, key, value, log_append_time, partition_leader_epoch)
+    out = PyBytes_FromStringAndSize(NULL, total)
+    put_single_record_batch(<unsigned char *>PyBytes_AS_STRING(out), total, off, ts,
+                            <const unsigned char *>k.view.buf if klen > 0 else NULL, klen,
+                            <const unsigned char *>val.view.buf if vlen > 0 else NULL, vlen,
+                            bool(log_append_time), epoch)
     return out
 
 
@@ -963,6 +983,13 @@ cdef int64_t *int64_array(object values, Py_ssize_t *n) except? NULL:
     return a
 
 
+cdef struct IndexPoint:
+    int64_t last              # an offset index entry: (last offset, position) ...
+    int64_t position
+    int64_t max_ts            # ... and the time index's candidate (max timestamp so far, its offset)
+    int64_t offset_of_max_ts
+
+
 cdef class SegmentWalker:
     """The regular batches of a segment, walked and judged in C for ``logdir.validate``.
 
@@ -974,6 +1001,18 @@ cdef class SegmentWalker:
     caller then handles batch by batch (same findings and errors as without the walker). The
     state the caller's loop carries (``prev_last``, ``max_ts``, ``oi``, ``ti``) is read and
     written through the attributes; ``batches`` and ``records`` count what was consumed here.
+
+    Two more duties, for the digest and the rewrite (``migrations/upgrade/rewrite.py``):
+    - ``digest=True``: the canonical digest bytes and timestamps of every record it consumes
+      (``digest.py``'s layout, as ``digest_v2``/``legacy_digest`` make them), collected until
+      :meth:`take_digest` hands them to ``RecordDigester.feed_packed``;
+    - ``target_magic`` 1 or 2: every batch it consumes is also converted as
+      ``rewrite.Converter`` converts it (copied when already in the target format; an
+      uncompressed v0/v1 message up-converted; a compressed wrapper that needs converting is
+      left to the caller) and appended to the output segment opened by :meth:`open_output`,
+      with the index entries ``IndexBuilder.append`` would make (:meth:`take_output`). A piece
+      that would roll the output segment (``segment_bytes``, int32 relative offsets) is left to
+      the caller too, so every roll and every warning happens where it happens without it.
     """
 
     cdef public int64_t prev_last
@@ -999,17 +1038,74 @@ cdef class SegmentWalker:
     cdef Py_ssize_t n_epochs
     cdef Buf ents
     cdef object _mv  # the buffer being walked, for the codec's input slices
+    cdef int64_t in_bytes[3]  # bytes consumed per magic
+    # digest=True: canonical bytes and (native) timestamps since the last take_digest()
+    cdef bint digesting
+    cdef Buf dg
+    cdef Buf dts
+    cdef int64_t dg_first
+    cdef int64_t dg_last
+    cdef Py_ssize_t dg_records
+    cdef int64_t p_first  # the batch being judged: its records' span and count
+    cdef int64_t p_last
+    cdef Py_ssize_t p_n
+    # target_magic 1/2: the output segment (IndexBuilder's state) and the converted bytes
+    cdef int target
+    cdef bint has_stamp
+    cdef int64_t stamp
+    cdef int64_t *out_epoch_start
+    cdef int64_t *out_epoch
+    cdef Py_ssize_t n_out_epochs
+    cdef int64_t segment_bytes
+    cdef int64_t ix_interval
+    cdef bint out_open
+    cdef int64_t out_base
+    cdef int64_t ix_valid
+    cdef int64_t ix_last_entry
+    cdef int64_t ix_max_ts
+    cdef int64_t ix_off_max
+    cdef Buf out
+    cdef Buf points  # IndexPoint
+    cdef Py_ssize_t out_batches
+    cdef int64_t out_last
+    cdef int64_t out_bytes[3]
+    cdef Py_ssize_t pp_size  # the piece of the batch being judged
+    cdef int64_t pp_last
+    cdef int64_t pp_max_ts
+    cdef int pp_magic
 
     def __cinit__(self):
         self.idx_off = self.idx_pos = self.time_ts = self.time_off = self.epoch_start = self.epoch = NULL
+        self.out_epoch_start = self.out_epoch = NULL
         self.ents = Buf(NULL, 0, 0)
+        self.dg = Buf(NULL, 0, 0)
+        self.dts = Buf(NULL, 0, 0)
+        self.out = Buf(NULL, 0, 0)
+        self.points = Buf(NULL, 0, 0)
 
     def __init__(self, *, bint deep, base_offset, next_base_offset, offset_entries, time_entries, leader_epochs,
-                 decompress):
+                 decompress, bint digest=False, int target_magic=0, stamp_v0=None, output_leader_epochs=(),
+                 segment_bytes=INT64_MAX_, index_interval_bytes=4096):
         """``offset_entries`` (offset, position) and ``time_entries`` (timestamp, offset) as
         read from the indexes, ``leader_epochs`` (epoch, start offset) or None;
         ``decompress(codec id, value, magic) -> bytes``. OverflowError when a value does not
-        fit int64 (the caller then validates without the walker)."""
+        fit int64 (the caller then validates without the walker). ``digest`` and
+        ``target_magic`` (with ``stamp_v0``, ``output_leader_epochs``, ``segment_bytes`` and
+        ``index_interval_bytes`` of ``rewrite.RewriteSpec``) need ``deep``."""
+        if (digest or target_magic) and not deep:
+            raise ValueError("the digest and the conversion walk records: deep=True")
+        if target_magic not in (0, 1, 2):
+            raise ValueError(f"target magic must be 1 or 2, not {target_magic}")
+        self.digesting = digest
+        self.target = target_magic
+        self.has_stamp = stamp_v0 is not None
+        self.stamp = stamp_v0 if self.has_stamp else -1
+        self.segment_bytes = segment_bytes
+        self.ix_interval = index_interval_bytes
+        self.out_epoch = int64_array([e[0] for e in output_leader_epochs], &self.n_out_epochs)
+        self.out_epoch_start = int64_array([e[1] for e in output_leader_epochs], &self.n_out_epochs)
+        self.in_bytes[0] = self.in_bytes[1] = self.in_bytes[2] = 0
+        self.out_bytes[0] = self.out_bytes[1] = self.out_bytes[2] = 0
         self.deep = deep
         self.base = base_offset
         self.prev_last = self.base - 1
@@ -1034,7 +1130,13 @@ cdef class SegmentWalker:
         free(self.time_off)
         free(self.epoch_start)
         free(self.epoch)
+        free(self.out_epoch_start)
+        free(self.out_epoch)
         buf_free(&self.ents)
+        buf_free(&self.dg)
+        buf_free(&self.dts)
+        buf_free(&self.out)
+        buf_free(&self.points)
 
     def advance(self, buf, Py_ssize_t at, int64_t file_pos):
         """Consume the regular batches of ``buf`` from ``at`` (file position ``file_pos`` of
@@ -1044,7 +1146,8 @@ cdef class SegmentWalker:
         cdef int32_t size
         cdef unsigned char magic
         cdef int ok
-        if not self.enabled:
+        cdef Py_ssize_t dg_n, dts_n, out_n
+        if not self.enabled or (self.target and not self.out_open):
             return at
         get_view(buf, &v)
         self._mv = buf
@@ -1055,6 +1158,9 @@ cdef class SegmentWalker:
                 if size < MIN_MESSAGE_SIZE or size > v.len - at - LOG_OVERHEAD:
                     break  # corrupt or not complete in this buffer: the caller's loop decides
                 magic = d[at + MAGIC_OFFSET]
+                dg_n, dts_n, out_n = self.dg.n, self.dts.n, self.out.n
+                self.p_n = 0
+                self.pp_size = 0
                 if magic == 2:
                     ok = self._v2(d + at, at, size, file_pos + at)
                 elif magic <= 1:
@@ -1062,7 +1168,10 @@ cdef class SegmentWalker:
                 else:
                     ok = 0
                 if ok <= 0:
+                    self.dg.n, self.dts.n, self.out.n = dg_n, dts_n, out_n  # what this batch added
                     break
+                self._apply()
+                self.in_bytes[magic] += LOG_OVERHEAD + size
                 at += LOG_OVERHEAD + size
             return at
         finally:
@@ -1086,6 +1195,9 @@ cdef class SegmentWalker:
         cdef int codec, rc
         cdef Py_ssize_t nrec = 0, n = 0
         cdef Py_buffer dv
+        cdef bint lat
+        cdef Buf *dg
+        cdef Buf *dts
         if size + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD:
             return 0
         if kcrc32c(0, p + ATTRIBUTES_OFFSET, <size_t>(size + LOG_OVERHEAD - ATTRIBUTES_OFFSET)) != kb_u32(p + CRC_OFFSET):
@@ -1099,11 +1211,16 @@ cdef class SegmentWalker:
             return 0
         attributes = kb_i16(p + ATTRIBUTES_OFFSET)
         base_ts = kb_i64(p + BASE_TIMESTAMP_OFFSET)
+        max_ts = kb_i64(p + MAX_TIMESTAMP_OFFSET)
         if self.deep:
             codec = attributes & V2_CODEC_MASK
+            # a LogAppendTime batch's time is every record's (record_batch.digest_parts)
+            lat = (attributes & V2_TIMESTAMP_TYPE_MASK) != 0
+            dg = &self.dg if self.digesting else NULL
+            dts = &self.dts if self.digesting else NULL
             if codec == 0:
                 rc = walk_v2(p + RECORD_BATCH_OVERHEAD, size + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD, count, first,
-                             base_ts, False, 0, NULL, NULL, &sfirst, &slast, &nrec)
+                             base_ts, lat, max_ts, dg, dts, &sfirst, &slast, &nrec)
             elif codec <= V2_MAX_CODEC:
                 data = self._decompressed(at + RECORD_BATCH_OVERHEAD, size + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD,
                                           codec, 2)
@@ -1111,24 +1228,28 @@ cdef class SegmentWalker:
                     return 0
                 get_view(data, &dv)
                 try:
-                    rc = walk_v2(<const unsigned char *>dv.buf, dv.len, count, first, base_ts, False, 0, NULL, NULL,
+                    rc = walk_v2(<const unsigned char *>dv.buf, dv.len, count, first, base_ts, lat, max_ts, dg, dts,
                                  &sfirst, &slast, &nrec)
                 finally:
                     PyBuffer_Release(&dv)
             else:
                 return 0
-            if rc <= 0:
+            if rc < 0:
+                raise MemoryError()
+            if rc == 0:
                 return 0
             n = count
             # the record offsets must lie in the batch's range (validate's "record-offset")
             if nrec and (sfirst < first or slast > last):
                 return 0
+            self.p_n, self.p_first, self.p_last = nrec, sfirst, slast
         ple = kb_i32(p + PARTITION_LEADER_EPOCH_OFFSET)
         if not self._offsets_ok(first, last, False):
             return 0
         if self.n_epochs and not self._epoch_ok(first, ple):
             return 0
-        max_ts = kb_i64(p + MAX_TIMESTAMP_OFFSET)
+        if self.target and not self._emit(p, LOG_OVERHEAD + size, last, max_ts, 2):
+            return 0  # a v2 batch is copied as it is, whatever the target
         return self._commit(pos, first, last, max_ts, n)
 
     cdef int _legacy(self, const unsigned char *p, Py_ssize_t at, int32_t size, int magic, int64_t pos) except -1:
@@ -1157,6 +1278,8 @@ cdef class SegmentWalker:
         offset = kb_i64(p + OFFSET_OFFSET)
         ts = kb_i64(p + V1_TIMESTAMP_AT) if v1 else -1
         first = offset
+        if codec and self.target > magic:
+            return 0  # a wrapper to convert: the caller's (decompressed once, recompressed there)
         if codec:
             if vlen < 0:
                 return 0  # a wrapper without a value
@@ -1170,7 +1293,11 @@ cdef class SegmentWalker:
                     return 0
                 get_view(data, &dv)
                 try:
-                    rc = scan_inner_c(<const unsigned char *>dv.buf, dv.len, magic, offset, False, 0, &self.ents)
+                    # a v1 LogAppendTime wrapper's time is its inner messages' (legacy.scan)
+                    rc = scan_inner_c(<const unsigned char *>dv.buf, dv.len, magic, offset,
+                                      v1 and (attributes & LEGACY_TIMESTAMP_TYPE_MASK) != 0, ts, &self.ents)
+                    if rc > 0 and self.digesting and self._digest_entries(<const unsigned char *>dv.buf) < 0:
+                        raise MemoryError()
                 finally:
                     PyBuffer_Release(&dv)
                 if rc < 0:
@@ -1181,9 +1308,196 @@ cdef class SegmentWalker:
                 n = self.ents.n // sizeof(Entry)
         elif self.deep:
             n = 1
+            if self.digesting:
+                # one record: its canonical bytes are a head and the message's tail (digest.py)
+                if buf_reserve(&self.dg, RECORD_HEAD + mend - kp) < 0 or buf_reserve(&self.dts, 8) < 0:
+                    raise MemoryError()
+                kb_put_i64(self.dg.p + self.dg.n, offset)
+                kb_put_i32(self.dg.p + self.dg.n + DIGEST_OFFSET_LENGTH, 0)
+                memcpy(self.dg.p + self.dg.n + RECORD_HEAD, p + kp, <size_t>(mend - kp))
+                self.dg.n += RECORD_HEAD + mend - kp
+                (<int64_t *>(self.dts.p + self.dts.n))[0] = ts
+                self.dts.n += 8
+                self.p_n, self.p_first, self.p_last = 1, offset, offset
         if not self._offsets_ok(first, offset, shallow):
             return 0
+        if self.target and not self._emit_legacy(p, size, magic, attributes, codec, offset, ts, kp, klen, vlen):
+            return 0
         return self._commit(pos, (self.prev_last + 1) if shallow else first, offset, ts, n)
+
+    cdef int _digest_entries(self, const unsigned char *d) except -1:
+        """The canonical bytes and timestamps of the inner messages in ``self.ents`` (``d``: the
+        decompressed value they lie in); 0, or -1 when memory runs out."""
+        cdef Entry *e = <Entry *>self.ents.p
+        cdef Py_ssize_t count = self.ents.n // sizeof(Entry), i
+        for i in range(count):
+            if buf_reserve(&self.dg, RECORD_HEAD + e[i].mend - e[i].kp) < 0 or buf_reserve(&self.dts, 8) < 0:
+                return -1
+            kb_put_i64(self.dg.p + self.dg.n, e[i].off)
+            kb_put_i32(self.dg.p + self.dg.n + DIGEST_OFFSET_LENGTH, 0)
+            memcpy(self.dg.p + self.dg.n + RECORD_HEAD, d + e[i].kp, <size_t>(e[i].mend - e[i].kp))
+            self.dg.n += RECORD_HEAD + e[i].mend - e[i].kp
+            (<int64_t *>(self.dts.p + self.dts.n))[0] = e[i].ts
+            self.dts.n += 8
+        self.p_n, self.p_first, self.p_last = count, e[0].off, e[count - 1].off
+        return 0
+
+    cdef int _emit_legacy(self, const unsigned char *p, int32_t size, int magic, int attributes, int codec,
+                          int64_t offset, int64_t ts, Py_ssize_t kp, int32_t klen, int32_t vlen) except -1:
+        """``rewrite.Converter.convert`` of a regular v0/v1 entry (a wrapper only when already in
+        the target format): 1 with the piece in ``out``, 0 to leave it to the caller."""
+        cdef Py_ssize_t mend = LOG_OVERHEAD + size, n
+        cdef int64_t rts
+        cdef bint lat
+        cdef unsigned char *w
+        cdef unsigned char head[V1_HEAD]
+        if magic >= self.target:
+            return self._emit(p, mend, offset, ts, magic)  # copied byte for byte
+        if codec:
+            return 0
+        if self.target == 1:  # v0 message -> v1 (rewrite.Converter._v0_to_v1)
+            if size > INT32_MAX - V1_MINUS_V0_SIZE:
+                return 0
+            rts = self.stamp if self.has_stamp else -1
+            n = V1_KEY_LENGTH_AT + mend - kp
+            if not self._room(n, offset):
+                return 0
+            if buf_reserve(&self.out, n) < 0:
+                raise MemoryError()
+            w = self.out.p + self.out.n
+            put_v1_head(head, LEGACY_TIMESTAMP_TYPE_MASK if self.has_stamp else 0, rts)
+            kb_put_i64(w + OFFSET_OFFSET, offset)
+            kb_put_i32(w + SIZE_OFFSET, size + V1_MINUS_V0_SIZE)
+            kb_put_u32(w + LEGACY_CRC_AT, kcrc32(kcrc32(0, head, V1_HEAD), p + kp, <size_t>(mend - kp)))
+            memcpy(w + LEGACY_MAGIC_AT, head, V1_HEAD)
+            memcpy(w + V1_KEY_LENGTH_AT, p + kp, <size_t>(mend - kp))
+            return self._piece(n, offset, rts, 1)
+        # v0/v1 message -> a one-record v2 batch (rewrite.Converter._legacy_to_v2)
+        if magic == 0:
+            lat = self.has_stamp
+            rts = self.stamp if lat else -1
+        else:
+            lat = (attributes & LEGACY_TIMESTAMP_TYPE_MASK) != 0
+            rts = ts
+        n = single_record_batch_size(klen, vlen)
+        if n < 0 or not self._room(n, offset):
+            return 0
+        if buf_reserve(&self.out, n) < 0:
+            raise MemoryError()
+        put_single_record_batch(self.out.p + self.out.n, n, offset, rts, p + kp + KEY_SIZE_LENGTH, klen,
+                                p + mend - (vlen if vlen > 0 else 0), vlen, lat, self._output_epoch(offset))
+        return self._piece(n, offset, rts, 2)
+
+    cdef int _emit(self, const unsigned char *p, Py_ssize_t n, int64_t last, int64_t max_ts, int magic) except -1:
+        """The batch copied as it is into ``out``: 1, or 0 when it would roll the output."""
+        if not self._room(n, last):
+            return 0
+        if buf_reserve(&self.out, n) < 0:
+            raise MemoryError()
+        memcpy(self.out.p + self.out.n, p, <size_t>n)
+        return self._piece(n, last, max_ts, magic)
+
+    cdef bint _room(self, Py_ssize_t n, int64_t last):
+        """The piece fits the open output segment: ``_SplittingWriter.append`` would not roll it."""
+        cdef int64_t size = self.ix_valid  # bytes in the segment so far
+        if size and size + n > self.segment_bytes:
+            return False
+        return self.out_base <= last and last - self.out_base <= INT32_MAX
+
+    cdef int _piece(self, Py_ssize_t n, int64_t last, int64_t max_ts, int magic) except -1:
+        if buf_reserve(&self.points, sizeof(IndexPoint)) < 0:
+            raise MemoryError()
+        self.out.n += n
+        self.pp_size, self.pp_last, self.pp_max_ts, self.pp_magic = n, last, max_ts, magic
+        return 1
+
+    cdef int32_t _output_epoch(self, int64_t offset):
+        """``RewriteSpec.leader_epoch``: the epoch whose start is the last one <= offset, else -1."""
+        cdef Py_ssize_t lo = 0, hi = self.n_out_epochs, mid
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if offset < self.out_epoch_start[mid]:
+                hi = mid
+            else:
+                lo = mid + 1
+        return <int32_t>self.out_epoch[lo - 1] if lo else -1
+
+    cdef void _apply(self):
+        """The batch just consumed: its records into the digest's span, its piece into the
+        output segment and IndexBuilder.append's state (room for the point was reserved)."""
+        cdef IndexPoint *pt
+        if self.p_n:
+            if self.dg_records == 0:
+                self.dg_first = self.p_first
+            self.dg_last = self.p_last
+            self.dg_records += self.p_n
+        if self.pp_size:
+            if self.pp_max_ts > self.ix_max_ts:
+                self.ix_max_ts = self.pp_max_ts
+                self.ix_off_max = self.pp_last
+            if self.ix_valid - self.ix_last_entry > self.ix_interval:  # strictly: never the first batch
+                pt = <IndexPoint *>(self.points.p + self.points.n)
+                pt.last, pt.position, pt.max_ts, pt.offset_of_max_ts = (
+                    self.pp_last, self.ix_valid, self.ix_max_ts, self.ix_off_max)
+                self.points.n += sizeof(IndexPoint)
+                self.ix_last_entry = self.ix_valid
+            self.ix_valid += self.pp_size
+            self.out_batches += 1
+            self.out_last = self.pp_last
+            self.out_bytes[self.pp_magic] += self.pp_size
+
+    def bytes_by_magic(self):
+        """Bytes consumed so far per magic: (v0, v1, v2)."""
+        return self.in_bytes[0], self.in_bytes[1], self.in_bytes[2]
+
+    def take_digest(self):
+        """The digest bytes collected since the last call, as ``RecordDigester.feed_packed``
+        takes them: (canonical bytes, timestamps as big-endian int64s, records, first offset,
+        last offset); None when no record was consumed."""
+        cdef Py_ssize_t i, n = self.dg_records
+        cdef int64_t *t = <int64_t *>self.dts.p
+        cdef object stamps
+        cdef unsigned char *w
+        if n == 0:
+            return None
+        stamps = PyBytes_FromStringAndSize(NULL, n * 8)
+        w = <unsigned char *>PyBytes_AS_STRING(stamps)
+        for i in range(n):
+            kb_put_i64(w + 8 * i, t[i])
+        out = (buf_bytes(&self.dg), stamps, n, self.dg_first, self.dg_last)
+        self.dg.n = self.dts.n = 0
+        self.dg_records = 0
+        return out
+
+    def open_output(self, base_offset, valid_bytes, last_index_entry, max_timestamp, offset_of_max_timestamp):
+        """The output segment the next pieces go to, as ``IndexBuilder``'s state says it is."""
+        if self.target == 0:
+            raise ValueError("a walker without a target magic has no output")
+        if self.out.n or self.points.n or self.out_batches:
+            raise ValueError("take_output() first")
+        self.out_base = base_offset
+        self.ix_valid = valid_bytes
+        self.ix_last_entry = last_index_entry
+        self.ix_max_ts = max_timestamp
+        self.ix_off_max = offset_of_max_timestamp
+        self.out_open = True
+
+    def take_output(self):
+        """What was appended to the output since :meth:`open_output` (the output is closed):
+        (bytes, batches, last offset, bytes per magic (v0, v1, v2), index points
+        [(last offset, position, max timestamp so far, its offset)], then IndexBuilder's state:
+        valid bytes, last index entry, max timestamp, offset of max timestamp)."""
+        cdef IndexPoint *pt = <IndexPoint *>self.points.p
+        cdef Py_ssize_t i, npts = self.points.n // sizeof(IndexPoint)
+        points = [(pt[i].last, pt[i].position, pt[i].max_ts, pt[i].offset_of_max_ts) for i in range(npts)]
+        out = (buf_bytes(&self.out), self.out_batches, self.out_last,
+               (self.out_bytes[0], self.out_bytes[1], self.out_bytes[2]), points,
+               self.ix_valid, self.ix_last_entry, self.ix_max_ts, self.ix_off_max)
+        self.out.n = self.points.n = 0
+        self.out_batches = 0
+        self.out_bytes[0] = self.out_bytes[1] = self.out_bytes[2] = 0
+        self.out_open = False
+        return out
 
     cdef bint _offsets_ok(self, int64_t first, int64_t last, bint shallow):
         """No finding of validate.batch_offset_problems (without its span rule, checked by _v2)."""

@@ -106,17 +106,19 @@ def _decompress(codec: int, data: bytes | memoryview, magic: int) -> bytes:
 
 
 def segment_walker(*, deep: bool, base_offset: int, next_base_offset: int | None,
-                   offset_entries: Sequence[tuple[int, int]], time_entries: Sequence[tuple[int, int]],
-                   leader_epochs: Sequence[tuple[int, int]] | None) -> Any:
-    """A :class:`_ccore.SegmentWalker` for ``logdir.validate.validate_segment``, or None on the
-    Python core (or when a value does not fit int64): the caller then walks batch by batch."""
+                   offset_entries: Sequence[tuple[int, int]] = (), time_entries: Sequence[tuple[int, int]] = (),
+                   leader_epochs: Sequence[tuple[int, int]] | None = None, **duties: Any) -> Any:
+    """A :class:`_ccore.SegmentWalker` for ``logdir.validate.validate_segment`` (and, with the
+    ``duties`` ``digest=True`` or ``target_magic=…``, for the digest and the rewrite in
+    ``migrations/upgrade/rewrite.py``), or None on the Python core (or when a value does not
+    fit int64): the caller then walks batch by batch."""
     walker_type = getattr(impl, "SegmentWalker", None)
     if walker_type is None:
         return None
     try:
         return walker_type(deep=deep, base_offset=base_offset, next_base_offset=next_base_offset,
                            offset_entries=offset_entries, time_entries=time_entries, leader_epochs=leader_epochs,
-                           decompress=_decompress)
+                           decompress=_decompress, **duties)
     except OverflowError:
         return None
 

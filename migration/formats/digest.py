@@ -128,6 +128,23 @@ class RecordDigester:
         self.last_offset = last_offset
         self.records += n
 
+    def feed_packed(self, content: bytes | bytearray | memoryview, timestamps: bytes, records: int,
+                    first_offset: int, last_offset: int) -> None:
+        """:meth:`feed` with the timestamps already packed as big-endian int64s (what the
+        compiled core's ``SegmentWalker.take_digest`` gives): ``records`` of them."""
+        if not records:
+            return
+        if len(timestamps) != 8 * records:
+            raise ValueError(f"{records} records need {8 * records} bytes of timestamps, not {len(timestamps)}")
+        if self._span is not None:
+            self._flush()  # keep the stream in order
+        self._content.update(content)
+        self._ts.update(timestamps)
+        if self.first_offset is None:
+            self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.records += records
+
     def update(self, records: Iterable[Record]) -> None:
         parts: list[bytes | memoryview] = []
         append = parts.append

@@ -83,6 +83,27 @@ class IndexBuilder:
             self._last_index_entry = self.valid_bytes
         self.valid_bytes += size_in_bytes
 
+    def state(self) -> tuple[int, int, int, int]:
+        """(valid bytes, position of the last entry, max timestamp so far, its offset): what
+        the compiled core's segment walker continues from (:meth:`absorb` takes it back)."""
+        return self.valid_bytes, self._last_index_entry, self._max_timestamp_so_far, self._offset_of_max_timestamp
+
+    def absorb(self, points: Iterable[tuple[int, int, int, int]], valid_bytes: int, last_index_entry: int,
+               max_timestamp: int, offset_of_max_timestamp: int) -> None:
+        """The effect of many :meth:`append` calls computed elsewhere (the compiled core's
+        segment walker, from :meth:`state`): ``points`` are the entries they made, as (last
+        offset, position, max timestamp so far, its offset); the indexes check each one as
+        :meth:`append` would."""
+        if self._finished:
+            raise ValueError("index builder already finished")
+        for last_offset, position, ts, ts_offset in points:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(ts, ts_offset)
+        self.valid_bytes = valid_bytes
+        self._last_index_entry = last_index_entry
+        self._max_timestamp_so_far = max_timestamp
+        self._offset_of_max_timestamp = offset_of_max_timestamp
+
     def finish(self) -> tuple[OffsetIndex, TimeIndex]:
         """Like Kafka at the end of recovery: the last time entry holds the segment's max timestamp."""
         if not self._finished:

@@ -406,13 +406,18 @@ def test_validation_judges_the_same_on_both_cores(case: tuple[bytes, bytes, int]
             FileRecords.__init__.__kwdefaults__ = saved
 
 
-@settings(SETTINGS, max_examples=60)
-@given(segments(), st.sampled_from((1, 2)), st.booleans())
+@settings(SETTINGS, max_examples=80)
+@given(segments(), st.sampled_from((1, 2)), st.booleans(), st.sampled_from((3, 64, 1 << 20)),
+       st.sampled_from((250, 1 << 30)), st.integers(0, 3))
 def test_rewrite_and_digest_are_the_same_on_both_cores(case: tuple[bytes, bytes, int], target: int,
-                                                       stamp: bool) -> None:
-    """rewrite_segment (conversion, digests, index entries, output checksum) and the read-back
-    digest of its output: identical results or the identical error."""
+                                                       stamp: bool, chunk: int, segment_bytes: int,
+                                                       bounds: int) -> None:
+    """rewrite_segment (conversion, digests, index entries, output checksum, rolls of the
+    output, leader epochs) and the read-back digest of its output: identical results or the
+    identical error, with small and large reader chunks (the compiled core's walker takes runs
+    of batches whole; the Python one goes batch by batch)."""
     data, clean, base = case
+    last = max((b.last_offset for b in iterate_batches(clean)), default=base)
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         name = f"{base:020d}.log"
@@ -421,7 +426,9 @@ def test_rewrite_and_digest_are_the_same_on_both_cores(case: tuple[bytes, bytes,
         def observe() -> Any:
             res = outcome(lambda: rewrite_segment(d / name, RewriteSpec(
                 target_magic=target, index_interval_bytes=60, stamp_v0_ms=1_650_000_000_000 if stamp else None,
-                max_message_bytes=400)))
+                max_message_bytes=400, segment_bytes=segment_bytes,
+                leader_epochs=[(0, base), (7, base + 3)] if bounds % 2 else (),
+                next_base_offset=(None, last + 1, last, None)[bounds])))
             out: list[Any] = [res[0], res[1].model_dump() if res[0] == "ok" else res[1]]
             for p in sorted(d.glob("*.cleaned")):
                 out.append((p.name, p.read_bytes()))
@@ -433,7 +440,12 @@ def test_rewrite_and_digest_are_the_same_on_both_cores(case: tuple[bytes, bytes,
                                         for x in digest_log(d / name)]))
             return out
 
-        on_both(observe)
+        saved = FileRecords.__init__.__kwdefaults__
+        FileRecords.__init__.__kwdefaults__ = {"chunk_size": chunk}
+        try:
+            on_both(observe)
+        finally:
+            FileRecords.__init__.__kwdefaults__ = saved
 
 
 @settings(SETTINGS, max_examples=60)
@@ -650,3 +662,84 @@ def test_each_finding_is_the_same_on_both_cores(tmp_path, monkeypatch, chunk, na
     assert code in codes if code else not codes
     compiled_walker = walkers[-1]
     assert compiled_walker is not None and compiled_walker.batches >= 1  # the fast path did run
+
+
+# ------------------------------------------------------------------ the rewrite's bulk path, deterministically
+
+
+def _v1(offset: int, ts: int, *, lat: bool = False) -> bytes:
+    return encode_message(offset, MAGIC_V1, 0x08 if lat else 0, ts, b"k%d" % offset, b"v" * (offset % 7))
+
+
+def _v0_run(first: int, n: int) -> bytes:
+    return b"".join(encode_message(o, MAGIC_V0, 0, -1, None if o % 5 == 0 else b"k", b"x" * (o % 40))
+                    for o in range(first, first + n))
+
+
+def _v1_wrapper(first: int, n: int, codec: Compression) -> bytes:
+    return build_wrapper([Record(o, 5000 + o, b"k", b"w%d" % o) for o in range(first, first + n)], magic=MAGIC_V1,
+                         compression=codec)
+
+
+# (name, segment bytes, base offset, RewriteSpec keywords, least batches the walker must take)
+REWRITES: list[tuple[str, bytes, int, dict[str, Any], int]] = [
+    ("v0 run to v1", _v0_run(0, 60), 0, {"target_magic": 1}, 50),
+    ("v0 run to v1, stamped", _v0_run(0, 60), 0, {"target_magic": 1, "stamp_v0_ms": 1_650_000_000_000}, 50),
+    ("v0 run to v2 with epochs", _v0_run(10, 60), 10,
+     {"target_magic": 2, "leader_epochs": [(0, 0), (4, 30), (9, 55)]}, 50),
+    ("v0 run to v2, stamped", _v0_run(0, 40), 0, {"target_magic": 2, "stamp_v0_ms": 1_650_000_000_000}, 30),
+    ("v1 messages (CreateTime, LogAppendTime) to v2",
+     b"".join(_v1(o, 1000 + (o * 37) % 11, lat=o % 3 == 0) for o in range(50)), 0, {"target_magic": 2}, 40),
+    ("v1 wrappers and v2 batches copied for v1",
+     _v0_run(0, 10) + _v1_wrapper(10, 4, Compression.GZIP) + _v2(14, 3) + _v0_run(17, 10), 0,
+     {"target_magic": 1}, 12),
+    ("wrappers to convert interleaved", _v0_run(0, 20) + build_wrapper(
+        [Record(o, -1, None, b"z") for o in range(20, 25)], magic=MAGIC_V0, compression=Compression.SNAPPY)
+     + _v0_run(25, 20), 0, {"target_magic": 2}, 30),
+    ("rolls on segment.bytes", _v0_run(0, 120), 0, {"target_magic": 2, "segment_bytes": 2000}, 80),
+    # beyond int32 of the input's base the walker leaves the batches to the loop (validation's
+    # OFFSET_OVERFLOW, which the rewrite tolerates by splitting)
+    ("rolls on int32 relative offsets", _v0_run(0, 20) + _v0_run(2**31 + 5, 20), 0, {"target_magic": 1}, 19),
+    ("offsets up to the next segment", _v0_run(0, 30), 0, {"target_magic": 1, "next_base_offset": 20}, 15),
+    ("corrupt message in a run", _v0_run(0, 20) + _v0(20)[:-1] + b"?" + _v0_run(21, 5), 0,  # its CRC fails
+     {"target_magic": 2}, 15),
+    ("index entries every few batches", _v0_run(0, 80) + _v2(80, 5) + _v0_run(85, 40), 0,
+     {"target_magic": 2, "index_interval_bytes": 90}, 100),
+]
+
+
+@pytest.mark.parametrize("chunk", [64, 1 << 20])
+@pytest.mark.parametrize(("name", "data", "base", "spec", "least"), REWRITES, ids=[r[0] for r in REWRITES])
+def test_the_rewrite_walker_does_its_part(tmp_path, monkeypatch, chunk, name, data, base, spec, least) -> None:
+    """rewrite_segment on both cores gives the same output segments, indexes, digests and
+    errors; and on the compiled core the segment walker converted runs of batches itself."""
+    log = tmp_path / f"{base:020d}.log"
+    log.write_bytes(bytes(data))
+    walkers: list[Any] = []
+    make = core.segment_walker
+
+    def spy(**kw: Any) -> Any:
+        walker = make(**kw)
+        if kw.get("target_magic"):
+            walkers.append(walker)
+        return walker
+
+    monkeypatch.setattr(core, "segment_walker", spy)
+    monkeypatch.setattr(FileRecords.__init__, "__kwdefaults__", {"chunk_size": chunk})
+
+    def observe() -> list[Any]:
+        res = outcome(lambda: rewrite_segment(log, RewriteSpec(**spec)))
+        out: list[Any] = [res[0], res[1].model_dump() if res[0] == "ok" else res[1]]
+        for p in sorted(tmp_path.glob("*.cleaned")):
+            out.append((p.name, p.read_bytes()))
+            p.unlink()
+        return out
+
+    seen = on_both(observe)
+    assert walkers and walkers[-1].batches >= least, name
+    if name.startswith("rolls"):
+        assert len([x for x in seen[2:] if x[0].endswith(".log.cleaned")]) >= 2
+    if name.startswith("corrupt"):
+        assert seen[0] == "error"
+    if name.startswith("index entries"):
+        assert len([x for x in seen if isinstance(x, tuple) and x[0].endswith(".index.cleaned")][0][1]) >= 5 * 8

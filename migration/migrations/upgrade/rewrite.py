@@ -28,14 +28,14 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, NamedTuple, TypeVar
+from typing import Any, BinaryIO, NamedTuple, TypeVar
 
 from pydantic import BaseModel, Field
 
 from migration.formats import compression as codecs
-from migration.formats import names
+from migration.formats import core, names
 from migration.formats.digest import RecordDigest, RecordDigester
-from migration.formats.errors import CorruptRecordError, TruncatedError
+from migration.formats.errors import CorruptRecordError, KafkaFormatError, TruncatedError
 from migration.formats.file_records import Batch, FileRecords
 from migration.formats.index_builder import IndexBuilder
 from migration.formats.layout import KEY_SIZE_LENGTH
@@ -262,6 +262,19 @@ class _SegmentWriter:
         self.bytes_by_magic[piece.magic] += n
         self.last_offset = piece.last_offset
 
+    def append_run(self, run: tuple) -> None:  # type: ignore[type-arg]
+        """Many pieces at once, converted and indexed by the compiled core's segment walker
+        (``SegmentWalker.take_output``, opened at :meth:`IndexBuilder.state`)."""
+        data, batches, last_offset, by_magic, points, *index_state = run
+        self.indexes.absorb(points, *index_state)
+        self._file.write(data)
+        self._sha.update(data)
+        self.size += len(data)
+        self.batches += batches
+        for magic, n in enumerate(by_magic):
+            self.bytes_by_magic[magic] += n
+        self.last_offset = last_offset
+
     def discard(self) -> None:
         self._file.close()
         self.path.unlink()
@@ -372,10 +385,37 @@ def _check_offsets(b: Batch, span: tuple[int, int] | None, prev_last: int, base:
     return max(prev_last, last)  # as the validator carries it
 
 
+def _feed(digester: RecordDigester, walker: Any) -> None:
+    taken = walker.take_digest()
+    if taken is not None:
+        digester.feed_packed(*taken)
+
+
+def _carry_on(walker: Any, prev_last: int) -> None:
+    """The offset the caller's loop reached, to the walker; beyond int64 (a corrupt v2 batch's
+    base offset plus delta) the walker's part ends and the loop carries on alone."""
+    try:
+        walker.prev_last = prev_last
+    except OverflowError:
+        walker.enabled = False
+
+
+def _add_bytes(by_magic: dict[str, int], walker: Any) -> None:
+    for magic, n in enumerate(walker.bytes_by_magic()):
+        if n:
+            by_magic[_label(magic)] = by_magic.get(_label(magic), 0) + n
+
+
 def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> RewriteResult:
     """Convert one segment into ``.cleaned`` output segments next to it (all fsynced, mtimes
     of the input restored). On any error the ``.cleaned`` files written so far are removed
-    and the error is raised: the input is never touched."""
+    and the error is raised: the input is never touched.
+
+    On the compiled record core a :class:`SegmentWalker` takes runs of regular batches whole:
+    it checks, digests, converts and indexes them in C exactly as the loop below does batch by
+    batch, and stops at anything else (a wrapper to recompress, a roll of the output, a batch
+    that might be corrupt), which the loop then handles; errors and outputs are the same
+    (tests/formats/test_core_differential.py)."""
     log_path = Path(log_path)
     directory = log_path.parent
     base = names.offset_from_file_name(log_path.name)
@@ -387,8 +427,28 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
     batches = 0
     fr = FileRecords(log_path)
     prev_last = base - 1
+    walker = core.segment_walker(
+        deep=True, base_offset=base, next_base_offset=spec.next_base_offset, digest=True,
+        target_magic=spec.target_magic, stamp_v0=spec.stamp_v0_ms, segment_bytes=spec.segment_bytes,
+        index_interval_bytes=spec.index_interval_bytes,
+        output_leader_epochs=spec.leader_epochs if spec.target_magic == MAGIC_V2 else ())
+
+    def bulk(buf: bytes | memoryview, at: int, file_pos: int) -> int:
+        cur = writer.current
+        if cur is None:
+            return at  # the first piece names the first output: the loop's
+        walker.open_output(cur.base_offset, *cur.indexes.state())
+        moved: int = walker.advance(buf, at, file_pos)
+        if moved != at:
+            _feed(digester, walker)
+            cur.append_run(walker.take_output())
+            fault_point("write-batch")
+        return moved
+
     try:
-        for b in fr.batches():
+        for b in fr.batches(skip=None if walker is None else bulk):
+            if walker is not None:
+                prev_last = walker.prev_last
             b.ensure_valid()
             # From the raw bytes; the same scan checks every inner message and record and
             # serves the conversion: this pass is the deep validation of the segment.
@@ -400,6 +460,11 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
             for piece in converter.convert(b):
                 writer.append(piece)
                 fault_point("write-batch")
+            if walker is not None:
+                _carry_on(walker, prev_last)
+        if walker is not None:
+            batches += walker.batches
+            _add_bytes(by_magic, walker)
         if fr.trailing_bytes:
             raise TruncatedError(
                 f"{fr.trailing_bytes} trailing bytes after the last complete batch",
@@ -428,17 +493,51 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
     )
 
 
-def digest_log(path: str | os.PathLike[str]) -> tuple[RecordDigest, dict[str, int]]:
-    """Digest of a segment's logical records (every batch checked), and its bytes per format."""
-    digester = RecordDigester()
+def digest_into(digester: RecordDigester, path: str | os.PathLike[str],
+                base_offset: int) -> tuple[FileRecords, dict[str, int]]:
+    """Feed a segment's logical records to ``digester``, every batch checked (CRCs, framing,
+    records); returns the reader (its ``trailing_bytes``) and the segment's bytes per format.
+    On the compiled core a :class:`SegmentWalker` digests runs of regular batches in C; the
+    loop takes the rest, with the same errors."""
     by_magic: dict[str, int] = {}
     fr = FileRecords(path)
-    for b in fr.batches():
+    walker = core.segment_walker(deep=True, base_offset=base_offset, next_base_offset=None, digest=True)
+
+    def bulk(buf: bytes | memoryview, at: int, file_pos: int) -> int:
+        moved: int = walker.advance(buf, at, file_pos)
+        if moved != at:
+            _feed(digester, walker)
+        return moved
+
+    prev_last = base_offset - 1
+    for b in fr.batches(skip=None if walker is None else bulk):
         b.ensure_valid()
         digester.add_batch(b)
         label = _label(b.magic)
         by_magic[label] = by_magic.get(label, 0) + b.size_in_bytes
+        if walker is not None:
+            # The walker checks offsets only to vouch for a run; the digest takes any order.
+            prev_last = max(walker.prev_last, b.last_offset)
+            _carry_on(walker, prev_last)
+    if walker is not None:
+        _add_bytes(by_magic, walker)
+    return fr, by_magic
+
+
+def digest_log(path: str | os.PathLike[str]) -> tuple[RecordDigest, dict[str, int]]:
+    """Digest of a segment's logical records (every batch checked), and its bytes per format."""
+    digester = RecordDigester()
+    fr, by_magic = digest_into(digester, path, _base_offset_or_zero(Path(path)))
     if fr.trailing_bytes:
         raise TruncatedError(f"{fr.trailing_bytes} trailing bytes", path=str(path), position=fr.valid_bytes)
     return digester.result(), by_magic
+
+
+def _base_offset_or_zero(path: Path) -> int:
+    """The base offset a segment's name gives (0 for another name: the walker's offset rules
+    then only decide which batches it vouches for, never the digest)."""
+    try:
+        return names.offset_from_file_name(path.name)
+    except KafkaFormatError:
+        return 0
 

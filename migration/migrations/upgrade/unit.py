@@ -23,7 +23,6 @@ from migration.formats import names
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 from migration.formats.digest import RecordDigest, RecordDigester
 from migration.formats.errors import KafkaFormatError, TruncatedError
-from migration.formats.file_records import FileRecords
 from migration.formats.fileio import fsync_dir
 from migration.migrations.common.backup import (
     UnitBackup,
@@ -47,7 +46,7 @@ from migration.migrations.common.replace import (
 )
 from migration.migrations.upgrade.journal import JournalState, UnitJournal, load_journal, save_journal
 from migration.migrations.upgrade.plan import EpochParams, SegmentParams, UpgradeJobOptions
-from migration.migrations.upgrade.rewrite import OutputSegment, RewriteSpec, cleaned_paths, rewrite_segment
+from migration.migrations.upgrade.rewrite import OutputSegment, RewriteSpec, cleaned_paths, digest_into, rewrite_segment
 from migration.runtime.engine import Unit
 from migration.runtime.faults import fault_point
 
@@ -92,10 +91,7 @@ def _digest_outputs(directory: Path, outputs: list[OutputSegment], *, staged: bo
     digester = RecordDigester()
     for o in outputs:
         path = directory / (o.files[0] + (names.CLEANED_FILE_SUFFIX if staged else ""))
-        fr = FileRecords(path)
-        for b in fr.batches():
-            b.ensure_valid()
-            digester.add_batch(b)
+        fr, _ = digest_into(digester, path, o.base_offset)
         if fr.trailing_bytes:
             raise TruncatedError("output segment has trailing bytes", path=str(path), position=fr.valid_bytes)
     return digester.result()
