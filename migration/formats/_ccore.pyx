@@ -31,9 +31,12 @@ from cpython.long cimport PyLong_FromLongLong
 from cpython.tuple cimport PyTuple_GET_ITEM
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
+
+import cramjam as _cramjam
 
 from migration.formats import _pycore as _py
+from migration.formats import compression as _codecs
 from migration.formats.model import Record
 
 cdef extern from "kcrc.h":
@@ -983,6 +986,184 @@ cdef int64_t *int64_array(object values, Py_ssize_t *n) except? NULL:
     return a
 
 
+# ---------------------------------------------------------------- snappy and lz4 framing (compression.py)
+#
+# The frames Kafka writes hold one block (a wrapper's or batch's records are rarely over 32 KiB):
+# these functions frame that case in C around cramjam's raw block calls, and hand everything
+# else, and every error, to compression.py's framing (``*_py``), so bytes and errors are the same.
+# core.py installs them as compression.snappy_* / lz4_* while the compiled core is active.
+
+cdef object _snappy_compress_raw = _cramjam.snappy.compress_raw
+cdef object _snappy_decompress_raw = _cramjam.snappy.decompress_raw
+cdef object _lz4_compress_block = _cramjam.lz4.compress_block
+cdef object _lz4_decompress_block_into = _cramjam.lz4.decompress_block_into
+cdef bytes _SNAPPY_HEADER = _codecs.SNAPPY_XERIAL_HEADER
+cdef bytes _LZ4_HEADER = _codecs.LZ4_HEADER
+cdef bytes _LZ4_HEADER_V0 = _codecs.LZ4_HEADER_V0
+
+cdef enum:
+    SNAPPY_MAGIC_LENGTH = 8            # 0x82 "SNAPPY" 0x00
+    SNAPPY_HEADER_LENGTH = 16          # magic, version, compatible version
+    SNAPPY_BLOCK_AT = SNAPPY_HEADER_LENGTH + 4   # after the first block's length
+    LZ4_DESCRIPTOR_LENGTH = 6          # magic, FLG, BD: what a magic-0 reader checks
+    LZ4_HEADER_LENGTH = 7              # ... and HC
+    LZ4_BLOCK_AT = LZ4_HEADER_LENGTH + 4
+    LZ4_END_MARK_LENGTH = 4
+    LZ4_MAX_BLOCK = 65536
+
+
+cdef inline uint32_t le_u32(const unsigned char *p) noexcept nogil:
+    return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef inline void put_le_u32(unsigned char *p, uint32_t x) noexcept nogil:
+    p[0] = x & 0xFF
+    p[1] = (x >> 8) & 0xFF
+    p[2] = (x >> 16) & 0xFF
+    p[3] = x >> 24
+
+
+cdef bytes _bytes_of(object buf, Py_ssize_t n):
+    """The first ``n`` bytes of a buffer as bytes (one copy)."""
+    cdef Py_buffer v
+    get_view(buf, &v)
+    try:
+        return PyBytes_FromStringAndSize(<char *>v.buf, n if n < v.len else v.len)
+    finally:
+        PyBuffer_Release(&v)
+
+
+def snappy_decompress(data):
+    """compression.snappy_decompress: the xerial header and one block, else its framing."""
+    cdef Py_buffer v
+    cdef const unsigned char *d
+    cdef Py_ssize_t end, length = -1
+    cdef bint one_block = False
+    get_view(data, &v)
+    try:
+        d = <const unsigned char *>v.buf
+        end = v.len
+        if (end > SNAPPY_BLOCK_AT + 2 and memcmp(d, <const char *>_SNAPPY_HEADER, SNAPPY_MAGIC_LENGTH) == 0
+                and kb_i32(d + SNAPPY_HEADER_LENGTH) == end - SNAPPY_BLOCK_AT):
+            # the block's uncompressed length, declared in one or two bytes (up to 16 KiB)
+            if d[SNAPPY_BLOCK_AT] < 0x80:
+                length = d[SNAPPY_BLOCK_AT]
+            elif d[SNAPPY_BLOCK_AT + 1] < 0x80:
+                length = (d[SNAPPY_BLOCK_AT] & 0x7F) | (<Py_ssize_t>d[SNAPPY_BLOCK_AT + 1] << 7)
+            one_block = 0 <= length <= _codecs.SNAPPY_MAX_EXPANSION * (end - SNAPPY_BLOCK_AT)
+    finally:
+        PyBuffer_Release(&v)
+    view = memoryview(data)
+    if one_block:
+        try:
+            out = _snappy_decompress_raw(view[SNAPPY_BLOCK_AT:])
+        except Exception:
+            pass  # the careful path says why, in its own words
+        else:
+            return bytes(out)
+    return _codecs._snappy_stream(view)
+
+
+def snappy_compress(data):
+    """compression.snappy_compress: one block written here, a longer input by its framing."""
+    cdef Py_buffer v
+    cdef Py_ssize_t n = len(data)
+    cdef unsigned char *w
+    cdef object out
+    if not 0 < n <= _codecs.SNAPPY_BLOCK_SIZE:
+        return _codecs.snappy_compress_py(data)
+    block = _snappy_compress_raw(data)
+    get_view(block, &v)
+    try:
+        out = PyBytes_FromStringAndSize(NULL, SNAPPY_BLOCK_AT + v.len)
+        w = <unsigned char *>PyBytes_AS_STRING(out)
+        memcpy(w, <const char *>_SNAPPY_HEADER, SNAPPY_HEADER_LENGTH)
+        kb_put_i32(w + SNAPPY_HEADER_LENGTH, <int32_t>v.len)
+        memcpy(w + SNAPPY_BLOCK_AT, v.buf, <size_t>v.len)
+        return out
+    finally:
+        PyBuffer_Release(&v)
+
+
+def lz4_decompress(data, int magic):
+    """compression.lz4_decompress: Kafka's header (its HC checked, or skipped for magic 0), one
+    block and the end mark, else its framing."""
+    cdef Py_buffer v
+    cdef const unsigned char *d
+    cdef Py_ssize_t end, n = 0
+    cdef uint32_t word = 0
+    cdef bint one_block = False
+    get_view(data, &v)
+    try:
+        d = <const unsigned char *>v.buf
+        end = v.len
+        if end > LZ4_BLOCK_AT + LZ4_END_MARK_LENGTH and (
+                memcmp(d, <const char *>_LZ4_HEADER, LZ4_HEADER_LENGTH) == 0 if magic != 0
+                else memcmp(d, <const char *>_LZ4_HEADER, LZ4_DESCRIPTOR_LENGTH) == 0):
+            word = le_u32(d + LZ4_HEADER_LENGTH)
+            n = word & 0x7FFFFFFF
+            one_block = (n + LZ4_BLOCK_AT + LZ4_END_MARK_LENGTH == end and n <= LZ4_MAX_BLOCK
+                         and le_u32(d + end - LZ4_END_MARK_LENGTH) == 0)
+            if one_block and word & 0x80000000:
+                return PyBytes_FromStringAndSize(<const char *>d + LZ4_BLOCK_AT, n)  # stored as is
+    finally:
+        PyBuffer_Release(&v)
+    view = memoryview(data)
+    if not one_block:
+        return _codecs._lz4_frame(view, magic)
+    scratch = getattr(_codecs._lz4_buffers, "kafka", None) or _codecs._lz4_scratch(LZ4_MAX_BLOCK)
+    try:
+        size = _lz4_decompress_block_into(view[LZ4_BLOCK_AT : end - LZ4_END_MARK_LENGTH], scratch)
+    except Exception as exc:
+        raise _codecs.CorruptRecordError(f"bad LZ4 block: {exc}", position=LZ4_BLOCK_AT) from None
+    return _bytes_of(scratch, size)
+
+
+def lz4_compress(data, int magic):
+    """compression.lz4_compress: one block written here (stored raw when compression does not
+    pay, as Kafka does), a longer input by its framing."""
+    cdef Py_buffer v
+    cdef Py_buffer b
+    cdef Py_ssize_t n = len(data), m
+    cdef unsigned char *w
+    cdef object out
+    cdef bint stored
+    if not 0 < n <= LZ4_MAX_BLOCK:
+        return _codecs.lz4_compress_py(data, magic)
+    block = _lz4_compress_block(data, store_size=False)
+    get_view(block, &b)
+    get_view(data, &v)
+    try:
+        stored = b.len >= n
+        m = n if stored else b.len
+        out = PyBytes_FromStringAndSize(NULL, LZ4_BLOCK_AT + m + LZ4_END_MARK_LENGTH)
+        w = <unsigned char *>PyBytes_AS_STRING(out)
+        memcpy(w, <const char *>(_LZ4_HEADER_V0 if magic == 0 else _LZ4_HEADER), LZ4_HEADER_LENGTH)
+        put_le_u32(w + LZ4_HEADER_LENGTH, <uint32_t>m | (0x80000000 if stored else 0))
+        memcpy(w + LZ4_BLOCK_AT, v.buf if stored else b.buf, <size_t>m)
+        put_le_u32(w + LZ4_BLOCK_AT + m, 0)
+        return out
+    finally:
+        PyBuffer_Release(&v)
+        PyBuffer_Release(&b)
+
+
+cdef object codec_decompress(int codec, object data, int magic):
+    if codec == 2:
+        return snappy_decompress(data)
+    if codec == 3:
+        return lz4_decompress(data, magic)
+    return _codecs.decompress(_codecs.Compression(codec), data, magic)
+
+
+cdef object codec_compress(int codec, object data, int magic):
+    if codec == 2:
+        return snappy_compress(data)
+    if codec == 3:
+        return lz4_compress(data, magic)
+    return _codecs.compress(_codecs.Compression(codec), data, magic)
+
+
 cdef struct IndexPoint:
     int64_t last              # an offset index entry: (last offset, position) ...
     int64_t position
@@ -1027,6 +1208,7 @@ cdef class SegmentWalker:
     cdef bint has_next
     cdef int64_t next_base
     cdef object decompress
+    cdef object compress
     cdef int64_t *idx_off
     cdef int64_t *idx_pos
     cdef Py_ssize_t n_idx
@@ -1057,7 +1239,9 @@ cdef class SegmentWalker:
     cdef int64_t *out_epoch
     cdef Py_ssize_t n_out_epochs
     cdef int64_t segment_bytes
+    cdef int64_t max_message
     cdef int64_t ix_interval
+    cdef Buf conv  # a wrapper's converted inner data, before the codec
     cdef bint out_open
     cdef int64_t out_base
     cdef int64_t ix_valid
@@ -1080,18 +1264,21 @@ cdef class SegmentWalker:
         self.ents = Buf(NULL, 0, 0)
         self.dg = Buf(NULL, 0, 0)
         self.dts = Buf(NULL, 0, 0)
+        self.conv = Buf(NULL, 0, 0)
         self.out = Buf(NULL, 0, 0)
         self.points = Buf(NULL, 0, 0)
 
     def __init__(self, *, bint deep, base_offset, next_base_offset, offset_entries, time_entries, leader_epochs,
-                 decompress, bint digest=False, int target_magic=0, stamp_v0=None, output_leader_epochs=(),
-                 segment_bytes=INT64_MAX_, index_interval_bytes=4096):
+                 decompress, compress=None, bint digest=False, int target_magic=0, stamp_v0=None,
+                 output_leader_epochs=(), segment_bytes=INT64_MAX_, max_message_bytes=INT64_MAX_,
+                 index_interval_bytes=4096):
         """``offset_entries`` (offset, position) and ``time_entries`` (timestamp, offset) as
         read from the indexes, ``leader_epochs`` (epoch, start offset) or None;
         ``decompress(codec id, value, magic) -> bytes``. OverflowError when a value does not
         fit int64 (the caller then validates without the walker). ``digest`` and
-        ``target_magic`` (with ``stamp_v0``, ``output_leader_epochs``, ``segment_bytes`` and
-        ``index_interval_bytes`` of ``rewrite.RewriteSpec``) need ``deep``."""
+        ``target_magic`` (with ``stamp_v0``, ``output_leader_epochs``, ``segment_bytes``,
+        ``max_message_bytes`` and ``index_interval_bytes`` of ``rewrite.RewriteSpec``, and
+        ``compress(codec id, data, magic) -> bytes``) need ``deep``."""
         if (digest or target_magic) and not deep:
             raise ValueError("the digest and the conversion walk records: deep=True")
         if target_magic not in (0, 1, 2):
@@ -1101,6 +1288,10 @@ cdef class SegmentWalker:
         self.has_stamp = stamp_v0 is not None
         self.stamp = stamp_v0 if self.has_stamp else -1
         self.segment_bytes = segment_bytes
+        self.max_message = max_message_bytes
+        self.compress = compress
+        if target_magic and compress is None:
+            raise ValueError("a conversion needs the codecs: compress=")
         self.ix_interval = index_interval_bytes
         self.out_epoch = int64_array([e[0] for e in output_leader_epochs], &self.n_out_epochs)
         self.out_epoch_start = int64_array([e[1] for e in output_leader_epochs], &self.n_out_epochs)
@@ -1134,6 +1325,7 @@ cdef class SegmentWalker:
         free(self.out_epoch)
         buf_free(&self.ents)
         buf_free(&self.dg)
+        buf_free(&self.conv)
         buf_free(&self.dts)
         buf_free(&self.out)
         buf_free(&self.points)
@@ -1184,6 +1376,8 @@ cdef class SegmentWalker:
         if not isinstance(self._mv, memoryview):
             self._mv = memoryview(self._mv)
         try:
+            if codec == 2 or codec == 3:  # framed here; gzip and zstd by compression.py (core._decompress)
+                return codec_decompress(codec, self._mv[start : start + n], magic)
             return self.decompress(codec, self._mv[start : start + n], magic)
         except Exception:
             return None
@@ -1278,8 +1472,7 @@ cdef class SegmentWalker:
         offset = kb_i64(p + OFFSET_OFFSET)
         ts = kb_i64(p + V1_TIMESTAMP_AT) if v1 else -1
         first = offset
-        if codec and self.target > magic:
-            return 0  # a wrapper to convert: the caller's (decompressed once, recompressed there)
+        data = None
         if codec:
             if vlen < 0:
                 return 0  # a wrapper without a value
@@ -1321,8 +1514,12 @@ cdef class SegmentWalker:
                 self.p_n, self.p_first, self.p_last = 1, offset, offset
         if not self._offsets_ok(first, offset, shallow):
             return 0
-        if self.target and not self._emit_legacy(p, size, magic, attributes, codec, offset, ts, kp, klen, vlen):
-            return 0
+        if self.target:
+            if codec and magic < self.target:
+                if not self._emit_wrapper(data, magic, attributes, codec, ts):
+                    return 0
+            elif not self._emit_legacy(p, size, magic, attributes, codec, offset, ts, kp, klen, vlen):
+                return 0
         return self._commit(pos, (self.prev_last + 1) if shallow else first, offset, ts, n)
 
     cdef int _digest_entries(self, const unsigned char *d) except -1:
@@ -1387,6 +1584,132 @@ cdef class SegmentWalker:
         put_single_record_batch(self.out.p + self.out.n, n, offset, rts, p + kp + KEY_SIZE_LENGTH, klen,
                                 p + mend - (vlen if vlen > 0 else 0), vlen, lat, self._output_epoch(offset))
         return self._piece(n, offset, rts, 2)
+
+    cdef int _emit_wrapper(self, object data, int magic, int attributes, int codec, int64_t wrapper_ts) except -1:
+        """``rewrite.Converter`` of a regular compressed wrapper whose inner messages are in
+        ``self.ents`` (in ``data``, its decompressed value): a v0 wrapper as a v1 wrapper of
+        relative offsets, or a v0/v1 wrapper as one v2 batch, compressed again with its codec.
+        1 with the piece in ``out``; 0 (nothing kept) when it would exceed max.message.bytes
+        (the caller splits it), roll the output, or leave the ranges the encoders take."""
+        cdef Entry *e = <Entry *>self.ents.p
+        cdef Py_ssize_t count = self.ents.n // sizeof(Entry), i, n, plen, body, klen, vlen
+        cdef int64_t first = e[0].off, last = e[count - 1].off, rel, ts, base_ts, tsd, header_max, piece_max
+        cdef int64_t size
+        cdef bint lat
+        cdef unsigned char head[V1_HEAD]
+        cdef unsigned char *w
+        cdef const unsigned char *d
+        cdef uint32_t seed
+        cdef Py_buffer dv
+        cdef Py_buffer pv
+        self.conv.n = 0
+        get_view(data, &dv)
+        try:
+            d = <const unsigned char *>dv.buf
+            if self.target == 1:  # v0 wrapper -> v1 wrapper (rewrite.Converter._v0_to_v1)
+                ts = self.stamp if self.has_stamp else -1
+                put_v1_head(head, LEGACY_TIMESTAMP_TYPE_MASK if self.has_stamp else 0, ts)
+                seed = kcrc32(0, head, V1_HEAD)
+                for i in range(count):
+                    n = e[i].mend - e[i].kp
+                    if kb_sub_ovf(e[i].off, first, &rel) or n > INT32_MAX - KEY_SIZE_OFFSET_V1:
+                        return 0
+                    if buf_reserve(&self.conv, V1_KEY_LENGTH_AT + n) < 0:
+                        raise MemoryError()
+                    w = self.conv.p + self.conv.n
+                    kb_put_i64(w + OFFSET_OFFSET, rel)
+                    kb_put_i32(w + SIZE_OFFSET, <int32_t>(KEY_SIZE_OFFSET_V1 + n))
+                    kb_put_u32(w + LEGACY_CRC_AT, kcrc32(seed, d + e[i].kp, <size_t>n))
+                    memcpy(w + LEGACY_MAGIC_AT, head, V1_HEAD)
+                    memcpy(w + V1_KEY_LENGTH_AT, d + e[i].kp, <size_t>n)
+                    self.conv.n += V1_KEY_LENGTH_AT + n
+                header_max = piece_max = ts
+                lat = self.has_stamp
+            else:  # v0/v1 wrapper -> one v2 batch (rewrite.Converter._legacy_to_v2)
+                if magic == 0:
+                    lat = self.has_stamp
+                    wrapper_ts = self.stamp if lat else -1
+                else:
+                    lat = (attributes & LEGACY_TIMESTAMP_TYPE_MASK) != 0
+                base_ts = wrapper_ts if (magic == 0 and lat) else e[0].ts
+                header_max = -1  # encode_records' max starts at NO_TIMESTAMP
+                piece_max = INT64_MIN_
+                for i in range(count):
+                    ts = wrapper_ts if (magic == 0 and lat) else e[i].ts
+                    if ts > header_max:
+                        header_max = ts
+                    if ts > piece_max:
+                        piece_max = ts
+                    rel = e[i].off - first  # increasing and within the wrapper: no overflow
+                    if rel > INT32_MAX or kb_sub_ovf(ts, base_ts, &tsd):
+                        return 0
+                    klen = e[i].klen
+                    vlen = e[i].vlen
+                    body = 1 + varint_size(tsd) + varint_size(rel) + varint_size(klen) + (klen if klen > 0 else 0) \
+                        + varint_size(vlen) + (vlen if vlen > 0 else 0) + 1
+                    if buf_reserve(&self.conv, 10 + body) < 0:
+                        raise MemoryError()
+                    w = put_varint(self.conv.p + self.conv.n, body)
+                    w[0] = 0  # record attributes
+                    w = put_varint(put_varint(w + 1, tsd), rel)
+                    w = put_varint(w, klen)
+                    if klen > 0:
+                        memcpy(w, d + e[i].kp + KEY_SIZE_LENGTH, <size_t>klen)
+                        w += klen
+                    w = put_varint(w, vlen)
+                    if vlen > 0:
+                        memcpy(w, d + e[i].mend - vlen, <size_t>vlen)
+                        w += vlen
+                    w[0] = 0  # no headers
+                    self.conv.n = w + 1 - self.conv.p
+                if lat:
+                    header_max = piece_max = wrapper_ts
+        finally:
+            PyBuffer_Release(&dv)
+        if codec == 2 or codec == 3:
+            payload = codec_compress(codec, buf_bytes(&self.conv), self.target)
+        else:
+            payload = self.compress(codec, buf_bytes(&self.conv), self.target)
+        get_view(payload, &pv)
+        try:
+            plen = pv.len
+            if self.target == 1:
+                size = RECORD_OVERHEAD_V1 + plen
+                n = LOG_OVERHEAD + size
+            else:
+                n = RECORD_BATCH_OVERHEAD + plen
+                size = n - LOG_OVERHEAD
+            if size > INT32_MAX or n > self.max_message or not self._room(n, last):
+                return 0
+            if buf_reserve(&self.out, n) < 0:
+                raise MemoryError()
+            w = self.out.p + self.out.n
+            if self.target == 1:
+                kb_put_i64(w + OFFSET_OFFSET, last)
+                kb_put_i32(w + SIZE_OFFSET, <int32_t>size)
+                put_v1_head(w + LEGACY_MAGIC_AT, codec | (LEGACY_TIMESTAMP_TYPE_MASK if lat else 0), header_max)
+                kb_put_i32(w + V1_KEY_LENGTH_AT, -1)  # no key
+                kb_put_i32(w + V1_KEY_LENGTH_AT + KEY_SIZE_LENGTH, <int32_t>plen)
+                memcpy(w + V1_KEY_LENGTH_AT + KEY_SIZE_LENGTH + VALUE_SIZE_LENGTH, pv.buf, <size_t>plen)
+                kb_put_u32(w + LEGACY_CRC_AT, kcrc32(0, w + LEGACY_MAGIC_AT, <size_t>(n - LEGACY_MAGIC_AT)))
+            else:
+                kb_put_i64(w + BASE_OFFSET_OFFSET, first)
+                kb_put_i32(w + LENGTH_OFFSET, <int32_t>size)
+                kb_put_i32(w + PARTITION_LEADER_EPOCH_OFFSET, self._output_epoch(first))
+                w[MAGIC_OFFSET] = 2
+                kb_put_i16(w + ATTRIBUTES_OFFSET, <int16_t>(codec | (V2_TIMESTAMP_TYPE_MASK if lat else 0)))
+                kb_put_i32(w + LAST_OFFSET_DELTA_OFFSET, <int32_t>(last - first))
+                kb_put_i64(w + BASE_TIMESTAMP_OFFSET, base_ts)
+                kb_put_i64(w + MAX_TIMESTAMP_OFFSET, header_max)
+                kb_put_i64(w + PRODUCER_ID_OFFSET, -1)
+                kb_put_i16(w + PRODUCER_EPOCH_OFFSET, -1)
+                kb_put_i32(w + BASE_SEQUENCE_OFFSET, -1)
+                kb_put_i32(w + RECORDS_COUNT_OFFSET, <int32_t>count)
+                memcpy(w + RECORD_BATCH_OVERHEAD, pv.buf, <size_t>plen)
+                kb_put_u32(w + CRC_OFFSET, kcrc32c(0, w + ATTRIBUTES_OFFSET, <size_t>(n - ATTRIBUTES_OFFSET)))
+        finally:
+            PyBuffer_Release(&pv)
+        return self._piece(n, last, piece_max, self.target)
 
     cdef int _emit(self, const unsigned char *p, Py_ssize_t n, int64_t last, int64_t max_ts, int magic) except -1:
         """The batch copied as it is into ``out``: 1, or 0 when it would roll the output."""

@@ -393,6 +393,13 @@ def _lz4_frame(view: memoryview, magic: int) -> bytes:
     return b"".join(out)
 
 
+# The framing above in Python: the reference, and what the compiled core's framing of one-block
+# frames (``_ccore.snappy_*``, ``lz4_*``) falls back to. core.py installs one pair or the other in
+# the names above, with the record core it selects.
+snappy_compress_py, snappy_decompress_py = snappy_compress, snappy_decompress
+lz4_compress_py, lz4_decompress_py = lz4_compress, lz4_decompress
+
+
 # ---------------------------------------------------------------- zstd
 
 

@@ -62,6 +62,17 @@ def _select(name: str) -> None:
         reason = f"{PURE_PYTHON_ENV}=1" if forced or compiled is not None else _unavailable
     else:
         raise ValueError(f"record core must be {COMPILED!r} or {PYTHON!r}, not {name!r}")
+    _install_framing(impl is compiled)
+
+
+def _install_framing(compiled_framing: bool) -> None:
+    """The snappy and LZ4 framing of the active core into compression.py's names (the compiled
+    one frames one-block frames in C and falls back to the Python one for the rest)."""
+    src: Any = compiled if compiled_framing else None
+    codecs.snappy_compress = src.snappy_compress if src else codecs.snappy_compress_py
+    codecs.snappy_decompress = src.snappy_decompress if src else codecs.snappy_decompress_py
+    codecs.lz4_compress = src.lz4_compress if src else codecs.lz4_compress_py
+    codecs.lz4_decompress = src.lz4_decompress if src else codecs.lz4_decompress_py
 
 
 _select(PYTHON if compiled is None or os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0") else COMPILED)
@@ -94,6 +105,7 @@ def use(core_name: str) -> Iterator[ModuleType]:
 def _restore(saved: tuple[ModuleType, str]) -> None:
     global impl, reason
     impl, reason = saved
+    _install_framing(impl is compiled)
 
 
 def available() -> list[str]:
@@ -103,6 +115,10 @@ def available() -> list[str]:
 
 def _decompress(codec: int, data: bytes | memoryview, magic: int) -> bytes:
     return codecs.decompress(Compression(codec), data, magic)
+
+
+def _compress(codec: int, data: bytes, magic: int) -> bytes:
+    return codecs.compress(Compression(codec), data, magic)
 
 
 def segment_walker(*, deep: bool, base_offset: int, next_base_offset: int | None,
@@ -118,7 +134,7 @@ def segment_walker(*, deep: bool, base_offset: int, next_base_offset: int | None
     try:
         return walker_type(deep=deep, base_offset=base_offset, next_base_offset=next_base_offset,
                            offset_entries=offset_entries, time_entries=time_entries, leader_epochs=leader_epochs,
-                           decompress=_decompress, **duties)
+                           decompress=_decompress, compress=_compress, **duties)
     except OverflowError:
         return None
 

@@ -142,6 +142,15 @@ def armed(point: str) -> bool:
     return bool(os.environ.get(ENV_FAULT_AT)) and any(r.point == point for r in _rules())
 
 
+def fault_points(point: str, times: int) -> None:
+    """``times`` passes through ``point`` at once (a run of batches written in one call): the
+    count a rule waits for is the same as one batch at a time would reach."""
+    if not os.environ.get(ENV_FAULT_AT):
+        return
+    for _ in range(times):
+        fault_point(point)
+
+
 def fault_point(point: str) -> None:
     if not os.environ.get(ENV_FAULT_AT):
         return

@@ -13,6 +13,7 @@ and found.
 
 from __future__ import annotations
 
+import random
 import struct
 import tempfile
 import zlib
@@ -696,6 +697,23 @@ REWRITES: list[tuple[str, bytes, int, dict[str, Any], int]] = [
     ("wrappers to convert interleaved", _v0_run(0, 20) + build_wrapper(
         [Record(o, -1, None, b"z") for o in range(20, 25)], magic=MAGIC_V0, compression=Compression.SNAPPY)
      + _v0_run(25, 20), 0, {"target_magic": 2}, 30),
+    ("v0 wrappers of every codec to v1",
+     b"".join(build_wrapper([Record(o, -1, b"k", b"w%d" % o) for o in range(i * 4, i * 4 + 4)], magic=MAGIC_V0,
+                            compression=LEGACY_CODECS[i % 3]) for i in range(12)), 0, {"target_magic": 1}, 10),
+    ("v0 wrappers to v2, stamped",
+     b"".join(build_wrapper([Record(o, -1, None, b"w") for o in range(i * 3, i * 3 + 3)], magic=MAGIC_V0,
+                            compression=LEGACY_CODECS[i % 3]) for i in range(9)), 0,
+     {"target_magic": 2, "stamp_v0_ms": 1_650_000_000_000, "leader_epochs": [(2, 0), (3, 10)]}, 8),
+    ("v1 wrappers (CreateTime, LogAppendTime) to v2",
+     b"".join(_v1_wrapper(i * 4, 4, LEGACY_CODECS[i % 3]) for i in range(6))
+     + legacy_plain_wrapper([Record(o, 7, b"k", b"l") for o in range(24, 28)], MAGIC_V1, Compression.NONE, 9)
+     + build_wrapper([Record(o, 0, b"k", b"m") for o in range(28, 31)], magic=MAGIC_V1, compression=Compression.LZ4,
+                     timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time=1_700_000_000_000),
+     0, {"target_magic": 2}, 7),
+    ("a wrapper above max.message.bytes is split by the loop",
+     _v0_run(0, 10) + build_wrapper([Record(o, -1, b"k", random.Random(o).randbytes(300)) for o in range(10, 20)],
+                                    magic=MAGIC_V0, compression=Compression.GZIP) + _v0_run(20, 10), 0,
+     {"target_magic": 2, "max_message_bytes": 1500}, 18),
     ("rolls on segment.bytes", _v0_run(0, 120), 0, {"target_magic": 2, "segment_bytes": 2000}, 80),
     # beyond int32 of the input's base the walker leaves the batches to the loop (validation's
     # OFFSET_OVERFLOW, which the rewrite tolerates by splitting)
@@ -741,5 +759,36 @@ def test_the_rewrite_walker_does_its_part(tmp_path, monkeypatch, chunk, name, da
         assert len([x for x in seen[2:] if x[0].endswith(".log.cleaned")]) >= 2
     if name.startswith("corrupt"):
         assert seen[0] == "error"
+    if "split" in name:
+        assert seen[1]["split_batches"] >= 1
     if name.startswith("index entries"):
         assert len([x for x in seen if isinstance(x, tuple) and x[0].endswith(".index.cleaned")][0][1]) >= 5 * 8
+
+
+# ------------------------------------------------------------------ snappy and LZ4 framing
+
+
+@st.composite
+def framing_payloads(draw: Any) -> bytes:
+    """Empty, small, one block, several blocks; compressible and not."""
+    if draw(st.booleans()):
+        return draw(st.binary(max_size=2000))
+    return draw(st.binary(min_size=1, max_size=40)) * draw(st.sampled_from((1, 50, 900, 1700, 4000)))
+
+
+@settings(SETTINGS, max_examples=300)
+@given(framing_payloads(), st.sampled_from((Compression.SNAPPY, Compression.LZ4)), st.sampled_from((0, 1, 2)),
+       st.data())
+def test_snappy_and_lz4_framing_is_the_same_on_both_cores(payload: bytes, codec: Compression, magic: int,
+                                                          data: st.DataObject) -> None:
+    """The compiled core frames one-block snappy and LZ4 streams in C (around cramjam's raw
+    block calls); the Python framing does the rest: the same frames, the same decompressed
+    bytes, and on damaged frames the same error, message and position."""
+    frame = on_both(lambda: codecs.compress(codec, payload, magic))
+    with core.use(core.COMPILED):
+        assert codecs.snappy_decompress is core.compiled.snappy_decompress  # the C framing is the one tested
+    hit = data.draw(damage(frame, hot=[(0, "byte"), (7, "byte"), (16, "i32"), (20, "byte")]))
+    for candidate in (frame, hit):
+        seen = on_both(lambda c=candidate: outcome(lambda: codecs.decompress(codec, c, magic)))
+        if candidate is frame:
+            assert seen == ("ok", payload)

@@ -51,7 +51,7 @@ from migration.formats.record_batch import build_record_batch, build_single_reco
 from migration.formats.transaction_index import TransactionIndex
 from migration.logdir.findings import FindingCode
 from migration.logdir.validate import batch_offset_problems
-from migration.runtime.faults import fault_point
+from migration.runtime.faults import fault_point, fault_points
 
 INT32_MAX = 2**31 - 1
 _T = TypeVar("_T")
@@ -430,6 +430,7 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
     walker = core.segment_walker(
         deep=True, base_offset=base, next_base_offset=spec.next_base_offset, digest=True,
         target_magic=spec.target_magic, stamp_v0=spec.stamp_v0_ms, segment_bytes=spec.segment_bytes,
+        max_message_bytes=spec.max_message_bytes,
         index_interval_bytes=spec.index_interval_bytes,
         output_leader_epochs=spec.leader_epochs if spec.target_magic == MAGIC_V2 else ())
 
@@ -441,8 +442,9 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
         moved: int = walker.advance(buf, at, file_pos)
         if moved != at:
             _feed(digester, walker)
-            cur.append_run(walker.take_output())
-            fault_point("write-batch")
+            run = walker.take_output()
+            cur.append_run(run)
+            fault_points("write-batch", run[1])  # one pass per batch, as in the loop
         return moved
 
     try:
