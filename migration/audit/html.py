@@ -98,6 +98,14 @@ def run_formats(report: RunReport) -> str:
     return fmt_formats(", ".join(_format_order(before)) or None, ", ".join(_format_order(after)) or None)
 
 
+def run_digest(report: RunReport) -> str:
+    """The run's record digest, ``blake3-256, canonical records v1``; units digested with another
+    hash (finished by another kmigrate version) are counted after it."""
+    others = {a: n for a, n in report.digest_algorithms().items() if a != report.digest.algorithm}
+    extra = ", ".join(f"{n} unit{'' if n == 1 else 's'} {a.value}" for a, n in sorted(others.items()))
+    return f"{report.digest}" + (f" ({extra})" if extra else "")
+
+
 def _labels(mix: Mapping[str, int], label: str | None) -> set[str]:
     """A unit's formats on one side: its per-format bytes, else its label (``v0,v1`` for a mix)."""
     return set(mix) if mix else {f.strip() for f in (label or "").split(",") if f.strip()}
@@ -443,6 +451,8 @@ def render_html(
     report merged they make the page's "Reports of this DAG run" table, whose links ``href``
     builds from a run id (default: the store's layout on disk, for the stored page)."""
     r = report.model_dump(mode="json")
+    # Shown with the run's other format facts ("Run details"); the JSON holds it as ``digest``.
+    r["formats"]["other"] = {**r["formats"]["other"], "Record digest": run_digest(report)}
     t = r["totals"]
     dag_run_reports = dag_run_rows(r, links, href)
     brokers = []
@@ -488,6 +498,8 @@ def render_html(
             "data-finished-at": r["finished_at"],
             "data-duration-s": r["duration_s"],
             "data-brokers": len(r["brokers"]),
+            "data-digest-algorithm": r["digest"]["algorithm"],
+            "data-digest-version": r["digest"]["version"],
             **_totals_attrs(t, "total-"),
             # The names the brief and dashboards use for the headline figures.
             "data-units-failed": t["units_failed"],

@@ -34,9 +34,12 @@ from pydantic import (
 )
 
 from migration import __version__
+from migration.formats.digest import CURRENT_ALGORITHM, LEGACY_ALGORITHM, RECORD_DIGEST_VERSION, DigestAlgorithm
 from migration.logdir.findings import Finding as Finding  # the report's warnings and errors, re-exported
 from migration.logdir.findings import FindingCode as FindingCode
 
+# Fields added with a default that reads an older report as it was meant (a finding's
+# severity, the record digest's algorithm) keep the version: "1" reports of every kmigrate load.
 REPORT_VERSION: Literal["1"] = "1"
 
 # Run ids become directory names under the report root and URL path segments: keep them to a
@@ -188,6 +191,9 @@ class UnitResult(_Model):
     offsets: OffsetRange | None = None
     digest_before: HexDigest | None = Field(default=None, description="Record digest, lowercase hex")
     digest_after: HexDigest | None = None
+    digest_algorithm: DigestAlgorithm | None = Field(
+        default=None, description="Hash of digest_before and digest_after; absent: the run's (digest.algorithm)"
+    )
     duration_s: NonNegativeFloat | None = None
     warnings: list[Finding] = Field(default_factory=list)
     errors: list[Finding] = Field(default_factory=list)
@@ -362,6 +368,23 @@ class FormatVersions(_Model):
     )
 
 
+class DigestInfo(_Model):
+    """The record digest (``migration/formats/digest.py``) a run's units were digested with: the
+    hash and the version of the canonical record bytes. A report without it was written before
+    kmigrate named it: BLAKE2b-256, layout 1 (the defaults)."""
+
+    algorithm: DigestAlgorithm = LEGACY_ALGORITHM
+    version: int = Field(default=1, ge=1, description="Version of the canonical record bytes")
+
+    @classmethod
+    def current(cls) -> DigestInfo:
+        """What this kmigrate computes."""
+        return cls(algorithm=CURRENT_ALGORITHM, version=RECORD_DIGEST_VERSION)
+
+    def __str__(self) -> str:
+        return f"{self.algorithm.value}, canonical records v{self.version}"
+
+
 class SessionInfo(_Model):
     """Incremental-session state: which units this run looked at and why."""
 
@@ -446,6 +469,11 @@ class RunReport(_Derived):
     finished_at: AwareDatetime | None = None
     tool_version: str
     formats: FormatVersions = Field(default_factory=FormatVersions)
+    digest: DigestInfo = Field(
+        default_factory=DigestInfo,
+        description="Record digest of the units (a unit's digest_algorithm overrides the algorithm); absent in "
+        "reports written before kmigrate named it: blake2b-256, layout 1",
+    )
     params: dict[str, ParamValue] = Field(default_factory=dict, description="Run parameters, secrets redacted")
     plan: Plan = Field(default_factory=Plan)
     brokers: list[BrokerReport] = Field(default_factory=list)
@@ -546,6 +574,7 @@ class RunReport(_Derived):
             started_at=started,
             tool_version=tool_version,
             formats=formats or FormatVersions(),
+            digest=DigestInfo.current(),
             params=dict(params or {}),
         )
         # An origin point, so the progress chart starts at zero when the run starts.
@@ -638,6 +667,20 @@ class RunReport(_Derived):
     def iter_results(self) -> Iterator[UnitResult]:
         for *_, u in self.iter_units():
             yield u
+
+    def unit_digest_algorithm(self, unit: UnitResult) -> DigestAlgorithm:
+        """The hash of a unit's digests: its own when it names one, else the run's."""
+        return unit.digest_algorithm or self.digest.algorithm
+
+    def digest_algorithms(self) -> dict[DigestAlgorithm, int]:
+        """Units holding a digest per hash (more than one key: units finished by different kmigrate
+        versions, e.g. a run resumed after an upgrade of the tool)."""
+        counts: dict[DigestAlgorithm, int] = {}
+        for u in self.iter_results():
+            if u.digest_before is not None or u.digest_after is not None:
+                a = self.unit_digest_algorithm(u)
+                counts[a] = counts.get(a, 0) + 1
+        return counts
 
     def problem_units(self) -> list[tuple[int, str, int, UnitResult]]:
         """Units an operator must look at: failed, refused, with errors or lost records."""

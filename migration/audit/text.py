@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
-from migration.audit.html import fmt_bytes, fmt_seconds, run_formats
+from migration.audit.html import fmt_bytes, fmt_seconds, run_digest, run_formats
 from migration.audit.model import Finding, FindingCode, RunReport, RunStatus, Totals
 from migration.logdir.model import Inventory
 
@@ -201,7 +201,8 @@ def _problem_lines(report: RunReport) -> list[str]:
     for broker_id, topic, partition, u in report.problem_units():
         head = f"{u.status.value.upper()} broker {broker_id} {topic}-{partition} {u.unit}"
         if u.digest_mismatch:
-            head += f" (record digest changed: {u.digest_before} -> {u.digest_after})"
+            head += (f" (record digest changed: {u.digest_before} -> {u.digest_after}, "
+                     f"{report.unit_digest_algorithm(u).value})")
         lines.append(head)
         lines.extend(f"  {_where(e)}{e.message}" for e in u.errors)
     return lines
@@ -222,6 +223,7 @@ def render_text(report: RunReport) -> str:
         + (report.finished_at.isoformat() if report.finished_at else "not finished"),
     ]
     lines.append(_figures_line(report))
+    lines.append(f"record digest: {run_digest(report)}")
     if report.dag_id:
         lines.append(f"airflow: dag {report.dag_id} run {report.dag_run_id}")
     lines.append(

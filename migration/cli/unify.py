@@ -62,7 +62,7 @@ def unify_bootstrap(
     for broker_id, _topic, _partition, u in report.iter_units():
         style = {"ok": "green", "skipped": "cyan", "ineligible": "cyan", "planned": "cyan"}.get(u.status.value, "red")
         console.print(f"node {broker_id} {escape(u.path or u.unit)}: [{style}]{u.status.value}[/{style}]"
-                      + escape(_outcome(u)), highlight=False, soft_wrap=True)
+                      + escape(_outcome(u, report)), highlight=False, soft_wrap=True)
         for f in u.errors:
             console.print(f"  [red]error[/red] {escape(_where(f) + f.message)}", highlight=False,
                           soft_wrap=True)
@@ -70,9 +70,9 @@ def unify_bootstrap(
     raise typer.Exit(report.exit_code())
 
 
-def _outcome(u: UnitResult) -> str:
-    """ " zero-checkpoint -> zero-checkpoint, records 3 -> 5, digest ab12… = ab12…": only what
-    the unit knows (a planned unit has no "after" yet; a retired file has no output)."""
+def _outcome(u: UnitResult, report: RunReport) -> str:
+    """ " zero-checkpoint -> zero-checkpoint, records 3 -> 5, digest ab12… = ab12… (blake3-256)":
+    only what the unit knows (a planned unit has no "after" yet; a retired file has no output)."""
     parts = []
     if u.input_format and u.output_format:
         parts.append(f"{u.input_format} -> {u.output_format}")
@@ -84,7 +84,8 @@ def _outcome(u: UnitResult) -> str:
         parts.append(f"records {u.records_before if u.records_before is not None else u.records_after}")
     if u.digest_before:
         same = "=" if u.digest_before == u.digest_after else "->"
-        parts.append(f"digest {u.digest_before[:16]}" + (f" {same} {u.digest_after[:16]}" if u.digest_after else ""))
+        parts.append(f"digest {u.digest_before[:16]}" + (f" {same} {u.digest_after[:16]}" if u.digest_after else "")
+                     + f" ({report.unit_digest_algorithm(u).value})")
     return (" " + ", ".join(parts)) if parts else ""
 
 

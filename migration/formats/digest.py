@@ -15,6 +15,21 @@ form a second stream (int64 each, in the same record order); ``full`` digests bo
 digests, so it matches exactly when the records and their timestamps match. Formats feed
 these streams through :meth:`RecordDigester.feed` with batch-sized buffers; the digest does
 not depend on how the stream is cut into calls, hence it is the same for v0, v1 and v2.
+This layout is version :data:`RECORD_DIGEST_VERSION` (1); a change to it must bump it.
+
+The hash (:class:`DigestAlgorithm`) is BLAKE3 (the ``blake3`` package), 256-bit: cryptographic
+like the BLAKE2b-256 used before, and faster on the path every upgraded byte takes (read and
+read back). Measured on the build machine, one thread: ``hashlib.blake2b`` ~1.3 GB/s; BLAKE3
+~2.4 GB/s fed 4 KiB at a time and ~7.4 GB/s on large buffers (the digester joins many records'
+canonical bytes into one update). ``content`` is the hash of the canonical bytes, ``full`` the
+same hash over the two stream digests (content's then the timestamps'), for either algorithm.
+
+Every digest names its algorithm and layout version (:class:`RecordDigest`): one persisted
+before BLAKE3 (a journal, a report, a unification state without the fields) is BLAKE2b-256,
+layout 1, and stays readable. Digests of different algorithms are never compared:
+:meth:`RecordDigest.matches` raises ``ValueError`` instead of answering; to check records
+against a stored digest, compute the fresh one with the stored digest's algorithm
+(``RecordDigester(stored.algorithm)`` or :meth:`RecordDigester.like`).
 """
 
 from __future__ import annotations
@@ -22,15 +37,46 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Iterable
+from enum import StrEnum
 from typing import Protocol
 
-from pydantic import BaseModel
+import blake3
+from pydantic import BaseModel, Field
 
 from migration.formats.model import Record
 
 OFFSET_NO_HEADERS = struct.Struct(">qi")  # offset, header count
 _I32 = struct.Struct(">i")
 NULL_LENGTH = b"\xff\xff\xff\xff"
+
+# Version of the canonical record bytes above (not of the hash): bump it when they change.
+RECORD_DIGEST_VERSION = 1
+
+
+class DigestAlgorithm(StrEnum):
+    """The hash of a record digest, as persisted next to it (``<name>-<bits>``)."""
+
+    BLAKE2B = "blake2b-256"  # hashlib.blake2b(digest_size=32): every digest written before BLAKE3
+    BLAKE3 = "blake3-256"  # blake3.blake3(), 32-byte output
+
+
+CURRENT_ALGORITHM = DigestAlgorithm.BLAKE3
+# What a persisted digest without an algorithm field is: it was written before there was one.
+LEGACY_ALGORITHM = DigestAlgorithm.BLAKE2B
+
+
+class _Hash(Protocol):
+    def update(self, data: bytes | bytearray | memoryview, /) -> object: ...
+    def digest(self) -> bytes: ...
+    def hexdigest(self) -> str: ...
+
+
+def new_hash(algorithm: DigestAlgorithm | str, data: bytes = b"") -> _Hash:
+    """A fresh 256-bit hash object of ``algorithm`` (raises ValueError for an unknown one)."""
+    algorithm = DigestAlgorithm(algorithm)
+    if algorithm is DigestAlgorithm.BLAKE3:
+        return blake3.blake3(data)
+    return hashlib.blake2b(data, digest_size=32)
 
 
 class DigestSource(Protocol):
@@ -40,13 +86,34 @@ class DigestSource(Protocol):
 
 
 class RecordDigest(BaseModel):
+    """The digests of a run of records, with the algorithm and canonical layout version they
+    were computed with. The defaults of those two are what a digest persisted without them
+    (before BLAKE3) is; :meth:`RecordDigester.result` always sets both."""
+
     records: int = 0
     first_offset: int | None = None
     last_offset: int | None = None
     content: str = ""
     full: str = ""
+    algorithm: DigestAlgorithm = Field(default=LEGACY_ALGORITHM, description="Hash of content and full; absent: "
+                                       "written before kmigrate named it, blake2b-256")
+    version: int = Field(default=1, ge=1, description="Version of the canonical record bytes (RECORD_DIGEST_VERSION)")
+
+    def comparable(self, other: RecordDigest) -> bool:
+        """Same algorithm and layout version: the hex digests can be compared."""
+        return self.algorithm == other.algorithm and self.version == other.version
 
     def matches(self, other: RecordDigest, *, timestamps: bool = True) -> bool:
+        """Same records (and timestamps, unless ``timestamps`` is false).
+
+        Raises ValueError when the two were computed with different algorithms or layout
+        versions: their hex strings say nothing about the records, so neither "equal" nor
+        "different" would be true. Compute the fresh digest with the other's algorithm
+        (:meth:`RecordDigester.like`) instead."""
+        if not self.comparable(other):
+            raise ValueError(f"cannot compare record digests of different algorithms or layouts: {self.algorithm} "
+                             f"layout v{self.version} with {other.algorithm} layout v{other.version}; recompute one "
+                             "with the other's algorithm (RecordDigester.like)")
         same = self.records == other.records and self.content == other.content
         return same and (self.full == other.full if timestamps else True)
 
@@ -80,21 +147,33 @@ def key_value_tail(key: bytes | memoryview | None, value: bytes | memoryview | N
 
 
 class RecordDigester:
-    """Incremental digest; feed records in offset order."""
+    """Incremental digest; feed records in offset order. ``algorithm``: the current one
+    (BLAKE3) unless the digest is to be compared with one persisted with another."""
 
-    __slots__ = ("_content", "_ts", "records", "first_offset", "last_offset", "_parts", "_stamps", "_span")
+    __slots__ = ("algorithm", "_content", "_ts", "records", "first_offset", "last_offset", "_parts", "_stamps",
+                 "_span")
 
     FLUSH_PARTS = 8192  # buffered canonical pieces before one hash update (bounded memory)
 
-    def __init__(self) -> None:
-        self._content = hashlib.blake2b(digest_size=32)
-        self._ts = hashlib.blake2b(digest_size=32)
+    def __init__(self, algorithm: DigestAlgorithm | str = CURRENT_ALGORITHM) -> None:
+        self.algorithm = DigestAlgorithm(algorithm)
+        self._content = new_hash(self.algorithm)
+        self._ts = new_hash(self.algorithm)
         self.records = 0
         self.first_offset: int | None = None
         self.last_offset: int | None = None
         self._parts: list[bytes | memoryview] = []
         self._stamps: list[int] = []
         self._span: tuple[int, int] | None = None
+
+    @classmethod
+    def like(cls, stored: RecordDigest) -> RecordDigester:
+        """A digester whose result can be compared with ``stored`` (its algorithm); raises
+        ValueError for a layout version this kmigrate does not know."""
+        if stored.version != RECORD_DIGEST_VERSION:
+            raise ValueError(f"record digest layout version {stored.version} is not the one this kmigrate "
+                             f"computes ({RECORD_DIGEST_VERSION})")
+        return cls(stored.algorithm)
 
     def add_batch(self, batch: DigestSource) -> tuple[int, int] | None:
         """Digest a batch's records from its raw bytes (``batch.digest_parts``), buffered:
@@ -175,17 +254,19 @@ class RecordDigester:
     def result(self) -> RecordDigest:
         self._flush()
         content = self._content.hexdigest()
-        full = hashlib.blake2b(self._content.digest() + self._ts.digest(), digest_size=32).hexdigest()
+        full = new_hash(self.algorithm, self._content.digest() + self._ts.digest()).hexdigest()
         return RecordDigest(
             records=self.records,
             first_offset=self.first_offset,
             last_offset=self.last_offset,
             content=content,
             full=full,
+            algorithm=self.algorithm,
+            version=RECORD_DIGEST_VERSION,
         )
 
 
-def digest_records(records: Iterable[Record]) -> RecordDigest:
-    d = RecordDigester()
+def digest_records(records: Iterable[Record], algorithm: DigestAlgorithm | str = CURRENT_ALGORITHM) -> RecordDigest:
+    d = RecordDigester(algorithm)
     d.update(records)
     return d.result()

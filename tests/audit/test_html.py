@@ -214,3 +214,21 @@ def test_empty_report_renders() -> None:
     (summary,) = doc.find("header", id="summary")
     assert summary["data-status"] == "running" and summary["data-units-total"] == "0"
     assert doc.find(data_chart_empty="format-mix")
+
+
+def test_record_digest_shown_with_the_run_details(page) -> None:
+    doc, data, _ = page
+    (summary,) = doc.find("header", id="summary")
+    assert (summary["data-digest-algorithm"], summary["data-digest-version"]) == ("blake3-256", "1")
+    assert data["digest"] == {"algorithm": "blake3-256", "version": 1}
+    details = "".join(doc.text_by_section["run-details"])
+    assert "Record digest" in details and "blake3-256, canonical records v1" in details
+
+
+def test_an_old_report_page_says_blake2b(report: RunReport) -> None:
+    data = json.loads(report.to_json())
+    del data["digest"]
+    doc = _parse(render_html(RunReport.model_validate(data)))
+    (summary,) = doc.find("header", id="summary")
+    assert summary["data-digest-algorithm"] == "blake2b-256"
+    assert "blake2b-256, canonical records v1" in "".join(doc.text_by_section["run-details"])

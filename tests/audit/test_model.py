@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from migration.audit import schema_export
 from migration.audit.model import (
     REDACTED,
+    DigestInfo,
     Finding,
     FindingCode,
     RunReport,
@@ -19,6 +20,7 @@ from migration.audit.model import (
     UnitResult,
     UnitStatus,
 )
+from migration.formats.digest import RECORD_DIGEST_VERSION, DigestAlgorithm
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -250,3 +252,45 @@ def test_report_validates_against_exported_schema(report: RunReport) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     schema = schema_export.schema_of("run-report", RunReport)
     jsonschema.validate(json.loads(report.to_json()), schema)
+
+
+def test_a_new_report_names_the_current_record_digest(report: RunReport) -> None:
+    assert (report.digest.algorithm, report.digest.version) == (DigestAlgorithm.BLAKE3, RECORD_DIGEST_VERSION)
+    data = json.loads(report.to_json())
+    assert data["digest"] == {"algorithm": "blake3-256", "version": 1}
+    assert data["report_version"] == "1"  # an added field with a default: old reports load as "1"
+    assert RunReport.from_json(report.to_json()).digest == report.digest
+    assert report.digest_algorithms() == {DigestAlgorithm.BLAKE3: 12}
+
+
+def test_an_old_report_without_the_digest_field_reads_as_blake2b(report: RunReport) -> None:
+    """Every report written before kmigrate named its hash holds BLAKE2b-256 digests."""
+    data = json.loads(report.to_json())
+    del data["digest"]
+    for u in (u for b in data["brokers"] for p in b["partitions"] for u in p["units"]):
+        assert "digest_algorithm" in u
+        del u["digest_algorithm"]
+    old = RunReport.model_validate(data)
+    assert old.digest == DigestInfo(algorithm=DigestAlgorithm.BLAKE2B, version=1)
+    assert str(old.digest) == "blake2b-256, canonical records v1"
+    unit = next(u for u in old.iter_results() if u.digest_before)
+    assert unit.digest_algorithm is None and old.unit_digest_algorithm(unit) is DigestAlgorithm.BLAKE2B
+    assert old.digest_algorithms() == {DigestAlgorithm.BLAKE2B: 12}
+    assert old.exit_code() == report.exit_code()
+
+
+def test_a_unit_may_name_another_hash_than_the_run() -> None:
+    """A run resumed across kmigrate versions: units finished by the older one keep BLAKE2b."""
+    r = RunReport.start("unify-bootstrap", now=T0)
+    r.add_unit(1, "t", 0, _unit(digest_before="aa", digest_after="aa", digest_algorithm="blake2b-256"))
+    r.add_unit(1, "t", 1, _unit(digest_before="bb", digest_after="bb"))
+    r.add_unit(1, "t", 2, _unit())
+    assert r.digest_algorithms() == {DigestAlgorithm.BLAKE2B: 1, DigestAlgorithm.BLAKE3: 1}
+    back = RunReport.from_json(r.to_json())
+    assert [back.unit_digest_algorithm(u) for u in back.iter_results()][:2] == [DigestAlgorithm.BLAKE2B,
+                                                                                 DigestAlgorithm.BLAKE3]
+    data = json.loads(r.to_json())
+    with pytest.raises(ValidationError):
+        RunReport.model_validate({**data, "digest": {"algorithm": "md5", "version": 1}})
+    with pytest.raises(ValidationError):
+        _unit(digest_algorithm="sha1")

@@ -92,3 +92,15 @@ def test_inventory_prints_no_python_values(sample_cluster) -> None:
     assert "None" not in out and "['" not in out
     assert f"{broker} no meta.properties" in out
     assert "snapshots 00000000000000000000-0000000000.checkpoint" in out
+
+
+def test_plain_text_names_the_record_digest(make_report) -> None:
+    report = make_report()
+    assert "record digest: blake3-256, canonical records v1\n" in render_text(report)
+    old = RunReport.model_validate({k: v for k, v in report.model_dump(mode="json").items() if k != "digest"})
+    assert "record digest: blake2b-256, canonical records v1\n" in render_text(old)
+    report.add_unit(1, "orders", 9, UnitResult(unit="x.log", status=UnitStatus.OK, digest_before="aa",
+                                               digest_after="ab", digest_algorithm="blake2b-256"))
+    text = render_text(report)
+    assert "record digest: blake3-256, canonical records v1 (1 unit blake2b-256)\n" in text
+    assert "(record digest changed: aa -> ab, blake2b-256)" in text

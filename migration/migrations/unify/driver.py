@@ -12,6 +12,7 @@ from typing import Any
 from migration.audit.model import Finding, RunKind, RunReport, UnitResult, UnitStatus, UnitType, new_run_id
 from migration.audit.store import ReportStore
 from migration.formats import names
+from migration.formats.digest import LEGACY_ALGORITHM
 from migration.migrations.unify.options import UnifyOptions, UnifyUnitParams
 from migration.migrations.unify.plan import UnifyPlan, UnifyPrepare, load_plan, prepare_unify
 from migration.migrations.unify.state import FORMAT_ZERO
@@ -54,10 +55,16 @@ def finalize_unify(run_id: str, *, save: bool = True, plan: UnifyPlan | None = N
         else:
             ur = UnitResult.model_validate(r["unit_result"])
             broker = int(r.get("broker_id", u.broker_id))
+            if ur.digest_algorithm is None and (ur.digest_before or ur.digest_after):
+                # A result written before unify units named their hash (a run resumed by a newer
+                # kmigrate): its digests are BLAKE2b; the report says so, the proof uses it.
+                ur.digest_algorithm = LEGACY_ALGORITHM
             if not stray and not dry_run and ur.status is UnitStatus.OK:
-                # The proof: decode what is on disk now and compare with the digest taken before.
+                # The proof: decode what is on disk now and compare with the digest taken before,
+                # digesting with the algorithm that digest was computed with.
                 expected = ur.digest_after if ur.output_format == FORMAT_ZERO else None
-                ur.errors = ur.errors + [Finding(message=p, file=u.path) for p in verify_unified(u.path, expected)]
+                problems = verify_unified(u.path, expected, algorithm=ur.digest_algorithm or LEGACY_ALGORITHM)
+                ur.errors = ur.errors + [Finding(message=p, file=u.path) for p in problems]
         topic = names.BOOTSTRAP_CHECKPOINT_FILE if stray else names.METADATA_TOPIC
         report.add_unit(broker, topic, 0, ur)
     report.finish()

@@ -13,7 +13,10 @@ the state decides the action (docs/formats.md §7.3, KIP-1170 "Compatibility"):
   5. the metadata log moved on (later snapshots, no zero checkpoint): the bootstrap records are
      committed to the log; only retire bootstrap.checkpoint.
 Summaries hold digests and counts of records, never record bytes: SCRAM salts and keys stay on
-disk only.
+disk only. Each digest is persisted with its algorithm (``digest_algorithm``; absent in a state
+written before BLAKE3: blake2b-256): checking the records on disk against a stored digest
+digests them with that algorithm (:func:`records_digest`), so a run prepared by an older
+kmigrate and verified or resumed by a newer one compares like with like.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from migration.formats import names
-from migration.formats.digest import RecordDigester
+from migration.formats.digest import CURRENT_ALGORITHM, LEGACY_ALGORITHM, DigestAlgorithm, RecordDigester
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import iterate_batches
 from migration.formats.kraft_checkpoint import KRAFT_MAX_BATCH_BYTES, CheckpointContents, read_checkpoint
@@ -78,6 +81,8 @@ class CheckpointSummary(BaseModel):
     voters_present: bool = False
     header_timestamp: int | None = None
     digest: str = Field(description="Content digest of the metadata records (offset = position among them)")
+    digest_algorithm: DigestAlgorithm = Field(default=LEGACY_ALGORITHM, description="Hash of digest; absent: "
+                                              "written before kmigrate named it, blake2b-256")
 
 
 class UnifyState(BaseModel):
@@ -95,6 +100,8 @@ class UnifyState(BaseModel):
     bootstrap_records: int = 0
     zero_records: int = 0
     bootstrap_digest: str | None = None
+    digest_algorithm: DigestAlgorithm = Field(default=LEGACY_ALGORITHM, description="Hash of bootstrap_digest "
+                                              "(the summaries name their own); absent: blake2b-256")
     bootstrap_batch_bytes: int | None = Field(default=None, description="Size of the records as one KRaft batch")
     kraft_version: int = 0
     voters_present: bool = False
@@ -112,6 +119,8 @@ class StraySummary(BaseModel):
     size: int = 0
     metadata_records: int | None = None
     digest: str | None = None
+    digest_algorithm: DigestAlgorithm = Field(default=LEGACY_ALGORITHM, description="Hash of digest; absent: "
+                                              "written before kmigrate named it, blake2b-256")
     problem: Finding | None = None
 
 
@@ -124,11 +133,11 @@ class CheckpointRead:
     append_time: int
 
 
-def records_digest(values: list[bytes]) -> str:
-    """Digest of framed metadata record values; offsets are their positions among the records,
-    so the same records digest the same in bootstrap.checkpoint (offset 1..) and the zero
-    checkpoint (offset 1.. or 3..)."""
-    d = RecordDigester()
+def records_digest(values: list[bytes], algorithm: DigestAlgorithm | str = CURRENT_ALGORITHM) -> str:
+    """Content digest (hex) of framed metadata record values; offsets are their positions among
+    the records, so the same records digest the same in bootstrap.checkpoint (offset 1..) and the
+    zero checkpoint (offset 1.. or 3..). To compare with a stored digest, pass its algorithm."""
+    d = RecordDigester(algorithm)
     d.update(Record(i, -1, None, v) for i, v in enumerate(values))
     return d.result().content
 
@@ -155,7 +164,8 @@ def read_checkpoint_path(path: Path) -> CheckpointRead:
         kraft_records=[r.type.name for r in contents.kraft_records], kraft_version=contents.kraft_version,
         voters_present=contents.voters_record is not None,
         header_timestamp=contents.header.get("LastContainedLogTimestamp"),
-        digest=records_digest(record_values(contents.metadata_records)))
+        digest=records_digest(record_values(contents.metadata_records), CURRENT_ALGORITHM),
+        digest_algorithm=CURRENT_ALGORITHM)
     return CheckpointRead(summary=summary, contents=contents, append_time=first.max_timestamp)
 
 
@@ -197,7 +207,7 @@ def inspect_dir(metadata_log_dir: str | os.PathLike[str]) -> tuple[UnifyState, C
     d = metadata_log_dir_of(metadata_log_dir)
     mdir = d / names.METADATA_PARTITION_DIR
     state = UnifyState(log_dir=str(d), metadata_partition_dir=str(mdir), node_id=node_id_of(d), case="error",
-                       description="")
+                       description="", digest_algorithm=CURRENT_ALGORITHM)
     boot_path = d / names.BOOTSTRAP_CHECKPOINT_FILE
     zero_path = mdir / names.ZERO_CHECKPOINT_FILE
     boot = _read_into(boot_path, state)
@@ -225,6 +235,7 @@ def inspect_dir(metadata_log_dir: str | os.PathLike[str]) -> tuple[UnifyState, C
     if boot:
         state.bootstrap_records = boot.summary.metadata_records
         state.bootstrap_digest = boot.summary.digest
+        state.digest_algorithm = boot.summary.digest_algorithm
         mv = boot.summary.features.get(METADATA_VERSION_FEATURE)
         state.metadata_version_level = mv
         state.metadata_version = None if mv is None else metadata_version_name(mv)
@@ -264,7 +275,9 @@ def _classify(state: UnifyState, boot: CheckpointRead | None, zero: CheckpointRe
         if zero_has_records:
             state.case = 4
             assert boot is not None or state.errors
-            state.records_match = boot is not None and zero is not None and boot.summary.digest == zero.summary.digest
+            state.records_match = (boot is not None and zero is not None
+                                   and boot.summary.digest_algorithm == zero.summary.digest_algorithm
+                                   and boot.summary.digest == zero.summary.digest)
             state.warnings.append(both_hold_records_warning(state))
             return
         if zero_exists:
@@ -317,12 +330,13 @@ def stray_summary(log_dir: str | os.PathLike[str]) -> StraySummary:
     """A broker-only log dir's copy of bootstrap.checkpoint (never read by Kafka)."""
     d = Path(log_dir).resolve()
     p = d / names.BOOTSTRAP_CHECKPOINT_FILE
-    s = StraySummary(log_dir=str(d), node_id=node_id_of(d), present=p.is_file())
+    s = StraySummary(log_dir=str(d), node_id=node_id_of(d), present=p.is_file(), digest_algorithm=CURRENT_ALGORITHM)
     if s.present:
         s.size = p.stat().st_size
         try:
             r = read_checkpoint_path(p)
             s.metadata_records, s.digest = r.summary.metadata_records, r.summary.digest
+            s.digest_algorithm = r.summary.digest_algorithm
         except KafkaFormatError as exc:
             s.problem = Finding.of_error(exc, file=p)
     return s

@@ -21,6 +21,7 @@ from typing import Any
 
 from migration.audit.model import Finding, UnitResult, UnitStatus, UnitType
 from migration.formats import names
+from migration.formats.digest import CURRENT_ALGORITHM
 from migration.formats.fileio import fsync_dir
 from migration.formats.kraft_checkpoint import read_checkpoint
 from migration.logdir.model import LogDirLock, is_locked
@@ -61,6 +62,10 @@ FAULT_POINTS = (
 
 
 def _unit_result(state: UnifyState, status: UnitStatus, *, duration: float, **kw: Any) -> UnitResult:
+    if kw.get("digest_before") or kw.get("digest_after"):
+        # Every digest a unit reports is of a file read now: this kmigrate's algorithm. The
+        # finalize verifies the zero checkpoint against digest_after with it (results.json).
+        kw.setdefault("digest_algorithm", CURRENT_ALGORITHM)
     return UnitResult(unit=names.METADATA_PARTITION_DIR, unit_type=UnitType.METADATA_LOG_DIR, path=state.log_dir,
                       status=status, duration_s=duration, **kw)
 
@@ -154,10 +159,10 @@ def _unify_locked(log_dir: Path, opts: UnifyOptions, started: float) -> dict[str
     zero_path = mdir / names.ZERO_CHECKPOINT_FILE
     if state.case in (1, 2):
         assert boot is not None
-        expected = boot.summary.digest
+        expected, algorithm = boot.summary.digest, boot.summary.digest_algorithm
         kraft = list(zero.contents.kraft_records) if zero else []
         data = build_zero(boot, zero)
-        problems = check_zero(data, zero_path, expected, kraft)
+        problems = check_zero(data, zero_path, expected, kraft, algorithm=algorithm)
         if problems:
             return done(UnitStatus.FAILED, errors=[_finding(p) for p in problems], input_format=FORMAT_BOOTSTRAP)
         old_bytes = None
@@ -175,7 +180,7 @@ def _unify_locked(log_dir: Path, opts: UnifyOptions, started: float) -> dict[str
         actions.append(f"wrote {zero_path} ({len(data)} bytes)")
         written = zero_path.read_bytes()
         problems = [] if written == data else [f"{zero_path}: does not read back as written"]
-        problems += check_zero(written, zero_path, expected, kraft) + validate_file(zero_path)
+        problems += check_zero(written, zero_path, expected, kraft, algorithm=algorithm) + validate_file(zero_path)
         if problems:
             # Put the previous state back; bootstrap.checkpoint was never touched.
             if old_bytes is not None:
@@ -192,7 +197,8 @@ def _unify_locked(log_dir: Path, opts: UnifyOptions, started: float) -> dict[str
                     records_before=boot.summary.metadata_records, records_after=boot.summary.metadata_records,
                     bytes_before=boot.summary.size, bytes_after=len(data), digest_before=expected,
                     digest_after=records_digest(record_values(read_checkpoint(written, path=zero_path)
-                                                              .metadata_records)))
+                                                              .metadata_records), algorithm),
+                    digest_algorithm=algorithm)
     if state.case == 3:
         assert zero is not None
         return done(UnitStatus.SKIPPED, input_format=FORMAT_ZERO, output_format=FORMAT_ZERO,
@@ -247,7 +253,7 @@ def _run_stray(unit: Unit, opts: UnifyOptions) -> dict[str, Any]:
                         path=str(d / names.BOOTSTRAP_CHECKPOINT_FILE), status=status,
                         duration_s=time.monotonic() - started, input_format=FORMAT_BOOTSTRAP,
                         records_before=s.metadata_records, bytes_before=s.size if s.present else None,
-                        digest_before=s.digest, **kw)
+                        digest_before=s.digest, digest_algorithm=s.digest_algorithm if s.digest else None, **kw)
         return {"status": status.value, **base, "unit_result": ur.model_dump(mode="json")}
 
     warnings = [] if s.problem is None else [_finding(s.problem)]

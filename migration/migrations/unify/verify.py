@@ -1,6 +1,7 @@
 """The proof of a unification: the zero checkpoint decodes, holds exactly the records digested
 before, keeps the KRaft control records, and passes the KIP-630 snapshot checks
-(docs/formats.md §6.2, ``logdir/kraft_validate.py``)."""
+(docs/formats.md §6.2, ``logdir/kraft_validate.py``). The records on disk are digested with the
+expected digest's algorithm (the one stored next to it), never with another."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 from pathlib import Path
 
 from migration.formats import names
+from migration.formats.digest import CURRENT_ALGORITHM, DigestAlgorithm
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import iterate_batches
 from migration.formats.kraft_checkpoint import KRAFT_MAX_BATCH_BYTES, KRaftControlRecord, read_checkpoint
@@ -17,17 +19,20 @@ from migration.logdir.validate import ValidationResult
 from migration.migrations.unify.state import metadata_log_dir_of, record_values, records_digest
 
 
-def check_zero(data: bytes, path: Path, expected_digest: str, kraft: list[KRaftControlRecord]) -> list[str]:
-    """Problems of a unified zero checkpoint's bytes: decode, records, KRaft records, batches."""
+def check_zero(data: bytes, path: Path, expected_digest: str, kraft: list[KRaftControlRecord], *,
+               algorithm: DigestAlgorithm | str = CURRENT_ALGORITHM) -> list[str]:
+    """Problems of a unified zero checkpoint's bytes: decode, records, KRaft records, batches.
+    ``algorithm``: the hash of ``expected_digest``."""
     problems: list[str] = []
     try:
         contents = read_checkpoint(data, path=path)
     except KafkaFormatError as exc:
         return [str(exc)]
-    digest = records_digest(record_values(contents.metadata_records))
+    algorithm = DigestAlgorithm(algorithm)
+    digest = records_digest(record_values(contents.metadata_records), algorithm)
     if digest != expected_digest:
         problems.append(f"{path}: metadata records digest {digest} differs from the bootstrap records' "
-                        f"{expected_digest}")
+                        f"{expected_digest} ({algorithm.value})")
     if [(r.type, r.value) for r in contents.kraft_records] != [(r.type, r.value) for r in kraft]:
         problems.append(f"{path}: KRaft control records differ from the previous zero checkpoint's")
     if contents.epochs != {0}:
@@ -44,10 +49,16 @@ def validate_file(path: Path) -> list[str]:
     return [str(f) for f in res.problems]
 
 
-def verify_unified(metadata_log_dir: str | os.PathLike[str], expected_digest: str | None) -> list[str]:
+def verify_unified(metadata_log_dir: str | os.PathLike[str], expected_digest: str | None, *,
+                   algorithm: DigestAlgorithm | str = CURRENT_ALGORITHM) -> list[str]:
     """Problems left after unification (empty when done): the zero checkpoint decodes and holds
     exactly the records digested as ``expected_digest`` (None: the log moved on, case 5), passes
-    the KIP-630 checks, and bootstrap.checkpoint is gone from the dir."""
+    the KIP-630 checks, and bootstrap.checkpoint is gone from the dir.
+
+    ``algorithm``: the hash ``expected_digest`` was computed with, as stored next to it (a
+    state, a summary or a unit result without one was written before BLAKE3: blake2b-256);
+    the records on disk are digested with it."""
+    algorithm = DigestAlgorithm(algorithm)
     d = metadata_log_dir_of(metadata_log_dir)
     mdir = d / names.METADATA_PARTITION_DIR
     zero_path = mdir / names.ZERO_CHECKPOINT_FILE
@@ -61,9 +72,10 @@ def verify_unified(metadata_log_dir: str | os.PathLike[str], expected_digest: st
         except KafkaFormatError as exc:
             return [*problems, str(exc)]
         if expected_digest is not None:
-            digest = records_digest(record_values(contents.metadata_records))
+            digest = records_digest(record_values(contents.metadata_records), algorithm)
             if digest != expected_digest:
-                problems.append(f"{zero_path}: metadata records digest {digest}, expected {expected_digest}")
+                problems.append(f"{zero_path}: metadata records digest {digest}, expected {expected_digest} "
+                                f"({algorithm.value})")
         for b in iterate_batches(data, path=str(zero_path), strict=True):
             if b.size_in_bytes > KRAFT_MAX_BATCH_BYTES:
                 problems.append(f"{locate(zero_path, b.position)}: batch above 8 MiB")

@@ -9,6 +9,12 @@ a re-run must know about:
 - ``done``: replaced; the unit result is recorded, a re-run reports it and does nothing;
 - ``failed``: the input is corrupt or changed; nothing was replaced;
 - ``rolling-back`` / ``rolled-back``: the originals are being / have been swapped back.
+
+The record digests (``digest_before``, ``digest_after``) name their hash and layout version
+(:class:`~migration.formats.digest.RecordDigest`); those of a journal written before BLAKE3 lack
+the fields and read as blake2b-256, layout 1. A resume reports them as they are; anything that
+checks records against them digests with their algorithm (``RecordDigester.like``), since
+``RecordDigest.matches`` refuses to compare digests of different algorithms.
 """
 
 from __future__ import annotations
@@ -59,8 +65,10 @@ class UnitJournal(RunDocument):
     outputs: list[OutputSegment] = Field(default_factory=list)
     bytes_before: int = 0
     bytes_by_magic_before: dict[str, int] = Field(default_factory=dict)
-    digest_before: RecordDigest | None = None
-    digest_after: RecordDigest | None = None
+    digest_before: RecordDigest | None = Field(default=None, description="Records of the original segment "
+                                               "(algorithm: blake2b-256 when absent, an older journal)")
+    digest_after: RecordDigest | None = Field(default=None, description="Records of the rewritten output, same "
+                                              "algorithm as digest_before")
     split_batches: int = 0
     warnings: list[str] = Field(default_factory=list)
     displaced: list[str] = Field(default_factory=list, description="Rollback: the files in the unit's "
