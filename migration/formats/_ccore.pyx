@@ -1221,6 +1221,9 @@ cdef class SegmentWalker:
     cdef Buf ents
     cdef object _mv  # the buffer being walked, for the codec's input slices
     cdef int64_t in_bytes[3]  # bytes consumed per magic
+    cdef int count_from  # records of batches of this magic and above are counted (3: none)
+    cdef public int64_t counted
+    cdef Py_ssize_t p_count
     # digest=True: canonical bytes and (native) timestamps since the last take_digest()
     cdef bint digesting
     cdef Buf dg
@@ -1271,19 +1274,23 @@ cdef class SegmentWalker:
     def __init__(self, *, bint deep, base_offset, next_base_offset, offset_entries, time_entries, leader_epochs,
                  decompress, compress=None, bint digest=False, int target_magic=0, stamp_v0=None,
                  output_leader_epochs=(), segment_bytes=INT64_MAX_, max_message_bytes=INT64_MAX_,
-                 index_interval_bytes=4096):
+                 index_interval_bytes=4096, int count_from=3):
         """``offset_entries`` (offset, position) and ``time_entries`` (timestamp, offset) as
         read from the indexes, ``leader_epochs`` (epoch, start offset) or None;
         ``decompress(codec id, value, magic) -> bytes``. OverflowError when a value does not
         fit int64 (the caller then validates without the walker). ``digest`` and
         ``target_magic`` (with ``stamp_v0``, ``output_leader_epochs``, ``segment_bytes``,
         ``max_message_bytes`` and ``index_interval_bytes`` of ``rewrite.RewriteSpec``, and
-        ``compress(codec id, data, magic) -> bytes``) need ``deep``."""
+        ``compress(codec id, data, magic) -> bytes``) need ``deep``. ``count_from``: the records
+        of batches of this magic and above are counted in ``counted`` (a v2 batch by its
+        header, a wrapper by its inner messages, decompressed even when not ``deep``)."""
         if (digest or target_magic) and not deep:
             raise ValueError("the digest and the conversion walk records: deep=True")
         if target_magic not in (0, 1, 2):
             raise ValueError(f"target magic must be 1 or 2, not {target_magic}")
         self.digesting = digest
+        self.count_from = count_from
+        self.counted = 0
         self.target = target_magic
         self.has_stamp = stamp_v0 is not None
         self.stamp = stamp_v0 if self.has_stamp else -1
@@ -1352,6 +1359,7 @@ cdef class SegmentWalker:
                 magic = d[at + MAGIC_OFFSET]
                 dg_n, dts_n, out_n = self.dg.n, self.dts.n, self.out.n
                 self.p_n = 0
+                self.p_count = 0
                 self.pp_size = 0
                 if magic == 2:
                     ok = self._v2(d + at, at, size, file_pos + at)
@@ -1437,6 +1445,8 @@ cdef class SegmentWalker:
             if nrec and (sfirst < first or slast > last):
                 return 0
             self.p_n, self.p_first, self.p_last = nrec, sfirst, slast
+        if self.count_from <= 2:
+            self.p_count = count
         ple = kb_i32(p + PARTITION_LEADER_EPOCH_OFFSET)
         if not self._offsets_ok(first, last, False):
             return 0
@@ -1478,6 +1488,24 @@ cdef class SegmentWalker:
                 return 0  # a wrapper without a value
             if not self.deep:
                 shallow = True  # judged by its last offset, as Kafka's recovery does
+                if magic >= self.count_from:
+                    # counted for the survey: its inner messages decompressed and scanned (what
+                    # legacy.scan does for record_count; anything irregular is the loop's)
+                    if codec > LEGACY_MAX_CODEC:
+                        return 0
+                    data = self._decompressed(at + vp + VALUE_SIZE_LENGTH, vlen, codec, magic)
+                    if data is None:
+                        return 0
+                    get_view(data, &dv)
+                    try:
+                        rc = scan_inner_c(<const unsigned char *>dv.buf, dv.len, magic, offset, False, 0, &self.ents)
+                    finally:
+                        PyBuffer_Release(&dv)
+                    if rc < 0:
+                        raise MemoryError()
+                    if rc == 0:
+                        return 0
+                    self.p_count = self.ents.n // sizeof(Entry)
             elif codec > LEGACY_MAX_CODEC:
                 return 0
             else:
@@ -1512,6 +1540,8 @@ cdef class SegmentWalker:
                 (<int64_t *>(self.dts.p + self.dts.n))[0] = ts
                 self.dts.n += 8
                 self.p_n, self.p_first, self.p_last = 1, offset, offset
+        if magic >= self.count_from and not shallow:
+            self.p_count = n if self.deep else 1
         if not self._offsets_ok(first, offset, shallow):
             return 0
         if self.target:
@@ -1749,6 +1779,7 @@ cdef class SegmentWalker:
         """The batch just consumed: its records into the digest's span, its piece into the
         output segment and IndexBuilder.append's state (room for the point was reserved)."""
         cdef IndexPoint *pt
+        self.counted += self.p_count
         if self.p_n:
             if self.dg_records == 0:
                 self.dg_first = self.p_first

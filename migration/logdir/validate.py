@@ -132,7 +132,12 @@ def validate_segment(
 ) -> tuple[ValidationResult, SegmentSummary]:
     """Validate one segment and its companions (index, time index, transaction index), in one
     streaming pass. ``next_base_offset`` is the partition's next segment's; None means this is
-    the partition's last (active) segment."""
+    the partition's last (active) segment.
+
+    ``on_batch`` sees every batch the loop reads. One that also has ``walker_duties`` (a dict
+    of :class:`SegmentWalker` duties, or None) and ``absorb_walker(walker)`` lets the compiled
+    core judge runs of batches in C and takes what it gathered about them at the end; without
+    them the loop reads every batch itself."""
 
     res = result if result is not None else ValidationResult()
     log_path = Path(log_path)
@@ -161,9 +166,10 @@ def validate_segment(
     batches = 0
     # The compiled record core judges runs of regular batches in C (none of them has a finding)
     # and leaves every other batch to this loop; it carries the loop's state meanwhile.
-    walker = None if on_batch is not None else core.segment_walker(
+    duties = {} if on_batch is None else getattr(on_batch, "walker_duties", None)
+    walker = None if duties is None else core.segment_walker(
         deep=deep, base_offset=base, next_base_offset=next_base_offset, offset_entries=offset_entries,
-        time_entries=time_entries, leader_epochs=leader_epochs)
+        time_entries=time_entries, leader_epochs=leader_epochs, **duties)
     try:
         for b in fr.batches(skip=None if walker is None else walker.advance):
             if walker is not None and walker.enabled:
@@ -253,6 +259,8 @@ def validate_segment(
             prev_last, max_ts, oi, ti = walker.prev_last, walker.max_ts, walker.oi, walker.ti
         batches += walker.batches
         records += walker.records
+        if on_batch is not None:
+            on_batch.absorb_walker(walker)  # type: ignore[attr-defined]
     if summary.valid and fr.trailing_bytes:
         res.add("error", FindingCode.TRAILING_BYTES, log_path,
                 f"{fr.trailing_bytes} bytes after the last complete batch (a truncated tail)",

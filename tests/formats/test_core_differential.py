@@ -792,3 +792,45 @@ def test_snappy_and_lz4_framing_is_the_same_on_both_cores(payload: bytes, codec:
         seen = on_both(lambda c=candidate: outcome(lambda: codecs.decompress(codec, c, magic)))
         if candidate is frame:
             assert seen == ("ok", payload)
+
+
+# ------------------------------------------------------------------ the upgrade's survey during validation
+
+
+@SETTINGS
+@given(segments(), st.sampled_from((1, 2)), st.booleans())
+def test_the_upgrade_survey_is_the_same_on_both_cores(case: tuple[bytes, bytes, int], target: int,
+                                                      deep: bool) -> None:
+    """The prepare step's survey (bytes per format, records of the batches already in the
+    target format) gathered while validating: by the loop batch by batch on the Python core,
+    by the segment walker for the runs it judges on the compiled core (count_from)."""
+    from migration.migrations.upgrade.plan import _SegmentSurvey
+
+    data, clean, base = case
+    with tempfile.TemporaryDirectory() as tmp:
+        log = _write_segment(Path(tmp), f"{base:020d}.log", data, clean, base, 100000)
+
+        def observe() -> tuple[Any, ...]:
+            survey = _SegmentSurvey(target, estimate_growth=False)
+            res, summary = validate_segment(log, deep=deep, on_batch=survey)
+            return survey.bytes_by_magic, survey.records, res.model_dump(), summary.model_dump()
+
+        on_both(observe)
+
+
+def test_the_survey_lets_the_walker_judge(tmp_path, monkeypatch) -> None:
+    """With a survey the compiled walker still takes the runs (it once stood aside for any
+    on_batch), counting the records of target-format batches, wrappers included."""
+    from migration.migrations.upgrade.plan import _SegmentSurvey
+
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(_v0_run(0, 10) + _v1_wrapper(10, 4, Compression.LZ4) + _v2(14, 3) + _v0_run(17, 5))
+    walkers: list[Any] = []
+    make = core.segment_walker
+    monkeypatch.setattr(core, "segment_walker", lambda **kw: walkers.append(make(**kw)) or walkers[-1])
+    for deep in (False, True):
+        survey = _SegmentSurvey(1, estimate_growth=False)
+        with core.use(core.COMPILED):
+            validate_segment(log, deep=deep, on_batch=survey)
+        assert walkers[-1].batches == 17 and walkers[-1].counted == 4 + 3
+        assert survey.records == 7 and set(survey.bytes_by_magic) == {"v0", "v1", "v2"}

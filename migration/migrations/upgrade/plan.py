@@ -172,6 +172,20 @@ class _SegmentSurvey:
             self.growth += sum(len(p.data) for p in self.converter.convert(b)) - b.size_in_bytes
 
     @property
+    def walker_duties(self) -> dict[str, int] | None:
+        """What the compiled core's segment walker gathers for this survey (validate_segment):
+        bytes per format and the records of batches in the target format. A dry run converts
+        every batch in Python (None: no walker)."""
+        return None if self.estimate_growth else {"count_from": self.target}
+
+    def absorb_walker(self, walker: Any) -> None:
+        for magic, n in enumerate(walker.bytes_by_magic()):
+            if n:
+                self.bytes_by_magic[f"v{magic}"] = self.bytes_by_magic.get(f"v{magic}", 0) + n
+        if self.records is not None:
+            self.records += walker.counted
+
+    @property
     def magics(self) -> set[int]:
         return {int(k[1:]) for k in self.bytes_by_magic}
 
