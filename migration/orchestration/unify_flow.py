@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from migration.formats.digest import CURRENT_ALGORITHM, LEGACY_ALGORITHM
 from migration.migrations.unify import UnifyOptions, detect_state, finalize_unify, prepare_unify, verify_unified
 from migration.orchestration.common import dag_params, load_cluster, run_id_for
 from migration.runtime.runs import RunDir
@@ -88,16 +89,16 @@ def verify_step(params: dict[str, Any], dag_run_id: str) -> dict[str, Any]:
     problems: dict[str, list[str]] = {}
     for s in states:
         case = s["case"]
-        if case in (1, 2):
-            expected = s["bootstrap"]["digest"]
-        elif case in (3, 4):
-            expected = s["zero_checkpoint"]["digest"]
-        elif case == 5:
-            expected = None
+        summary = s["bootstrap"] if case in (1, 2) else s["zero_checkpoint"] if case in (3, 4) else None
+        if case == 5:
+            expected, algorithm = None, CURRENT_ALGORITHM
+        elif summary is not None:
+            # checked with the hash the state was digested with (a run begun by an older kmigrate: blake2b)
+            expected, algorithm = summary["digest"], summary.get("digest_algorithm", LEGACY_ALGORITHM)
         else:
             problems[s["log_dir"]] = [f"state before was an error: {[e['message'] for e in s['errors']]}"]
             continue
-        found = verify_unified(s["log_dir"], expected)
+        found = verify_unified(s["log_dir"], expected, algorithm=algorithm)
         if found:
             problems[s["log_dir"]] = found
     if problems:

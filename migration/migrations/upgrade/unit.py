@@ -146,6 +146,7 @@ def _unit_result(ctx: UnitContext, j: UnitJournal) -> UnitResult:
         bytes_after=sum(o.size for o in j.outputs),
         offsets=OffsetRange(first=before.first_offset, last=before.last_offset)
         if before.first_offset is not None and before.last_offset is not None else None,
+        digest_algorithm=before.algorithm,
         digest_before=before.content if stamping else before.full,
         digest_after=after.content if stamping else after.full,
         duration_s=time.monotonic() - ctx.started,
@@ -184,7 +185,10 @@ def run_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
     ctx = UnitContext(unit, options)
     j = load_journal(ctx.run_dir, unit.id)
     if j is not None and j.state is JournalState.DONE and j.unit_result is not None:
-        return ctx.result(UnitResult.model_validate(j.unit_result))
+        ur = UnitResult.model_validate(j.unit_result)
+        if ur.digest_algorithm is None and j.digest_before is not None:
+            ur.digest_algorithm = j.digest_before.algorithm  # finished by a kmigrate that did not name it
+        return ctx.result(ur)
     if j is not None and j.state in (JournalState.ROLLING_BACK, JournalState.ROLLED_BACK):
         return ctx.failed("the unit was rolled back; start a new run to upgrade it again", code="ROLLED_BACK")
     if j is not None and j.state is JournalState.CLEANED:
