@@ -140,7 +140,12 @@ class FileRecords:
                 if avail <= HEADER_SIZE_UP_TO_MAGIC or (size >= MIN_MESSAGE_SIZE and avail < LOG_OVERHEAD + size):
                     if eof:
                         break
-                    want = max(self.chunk_size, LOG_OVERHEAD + max(size, 0))
+                    if avail >= LOG_OVERHEAD and size >= MIN_MESSAGE_SIZE:
+                        # the rest of this batch only: the tail is copied with one batch, not with a
+                        # whole chunk, and the next chunk is read into a buffer of its own
+                        want = LOG_OVERHEAD + size - avail
+                    else:
+                        want = max(self.chunk_size, LOG_OVERHEAD + max(size, 0))
                     want = min(want, limit - (file_pos + len(buf)))
                     chunk = f.read(want) if want > 0 else b""
                     if not chunk:
