@@ -2,14 +2,22 @@
 one, side by side in one process and one run (``core.use``), on the same files: deep
 validation (``validate_segment``), the record digest of a segment (``digest_log``) and the
 rewrite with its read-back digest (``rewrite_segment`` + ``digest_log`` of the output, as in
-bench.run's subset rows). Median of three timings each, page cache warm; the table gives MB/s
+bench.run's subset rows). Median of three timings each (seven for the deep validation of
+uncompressed data, a few milliseconds in a quick run), page cache warm; the table gives MB/s
 of segment bytes and the compiled/Python ratio. Ratios, not targets: ``make bench`` holds those.
 
 Segments (built once under ``out/bench/core/``, by replicating an encoded template and patching
 only the offset fields, which no CRC covers):
   v2-plain     uncompressed v2 batches of 1-100 records (keys, values of 40-640 bytes, some headers)
   v0-plain     uncompressed v0 messages (the era before 0.10: one message a batch)
+  v1-plain     uncompressed v1 messages (0.10 and later, before 0.11; CreateTime); not timed
+               here: bench.run's kafka-python comparison on uncompressed legacy segments uses it
   legacy-mix   bench.big_segment's mix: v0 and v1 messages, v1 gzip/snappy/lz4 wrappers
+
+Next to the deep validation of ``v2-plain`` two report-only baselines on the same file:
+``read_rate`` (the file read in the reader's 8 MiB chunks in this process, the copy out of the
+page cache every reader pays: a ceiling on any validator of the file) and ``cat_rate``
+(``cat > /dev/null``, a process of its own).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import random
 import shutil
 import statistics
 import struct
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +45,9 @@ MB = 1e6
 _OFFSET = struct.Struct(">q")
 TEMPLATE_BYTES = 1 << 20
 REPEATS = 3
+FAST_REPEATS = 7  # for cases of a few milliseconds (deep validation of uncompressed data, reads)
+READ_CHUNK = 8 << 20  # FileRecords.DEFAULT_CHUNK_SIZE
+KINDS = ("v2-plain", "v0-plain", "legacy-mix")
 
 
 def _values(rng: random.Random) -> Callable[[int], bytes]:
@@ -80,6 +92,20 @@ def _template_v0(rng: random.Random) -> tuple[bytes, list[tuple[int, int]], int]
     return b"".join(parts), marks, offset
 
 
+def _template_v1(rng: random.Random) -> tuple[bytes, list[tuple[int, int]], int]:
+    """(block, [(entry position, offset)], records): uncompressed v1 messages, CreateTime."""
+    value = _values(rng)
+    parts, marks, pos, offset = [], [], 0, 0
+    while pos < TEMPLATE_BYTES:
+        key = None if rng.random() < 0.3 else b"user-%d" % rng.randrange(1000)
+        data = encode_message(offset, 1, 0, 1_500_000_000_000 + offset, key, value(offset))
+        marks.append((pos, offset))
+        parts.append(data)
+        pos += len(data)
+        offset += 1
+    return b"".join(parts), marks, offset
+
+
 def _replicate(path: Path, template: tuple[bytes, list[tuple[int, int]], int], size: int) -> None:
     block, marks, per_block = template
     buf = bytearray(block)
@@ -90,12 +116,12 @@ def _replicate(path: Path, template: tuple[bytes, list[tuple[int, int]], int], s
             f.write(buf)
 
 
-def segments(size: int) -> dict[str, Path]:
-    """The three segments of about ``size`` bytes (rebuilt when the size changes)."""
+def segments(size: int, kinds: tuple[str, ...] = KINDS) -> dict[str, Path]:
+    """The segments of about ``size`` bytes (rebuilt when the size changes), by kind."""
     from bench.big_segment import write_big_segment
 
     out: dict[str, Path] = {}
-    for kind in ("v2-plain", "v0-plain", "legacy-mix"):
+    for kind in kinds:
         d = OUT / f"{kind}-{size >> 20}m" / f"{kind}-0"
         path = d / names.log_file_name(0)
         out[kind] = path
@@ -108,14 +134,16 @@ def segments(size: int) -> dict[str, Path]:
             _replicate(path, _template_v2(rng), size)
         elif kind == "v0-plain":
             _replicate(path, _template_v0(rng), size)
+        elif kind == "v1-plain":
+            _replicate(path, _template_v1(rng), size)
         else:
             write_big_segment(d, size)
     return out
 
 
-def _median(fn: Callable[[], object]) -> tuple[float, object]:
+def _median(fn: Callable[[], object], repeats: int = REPEATS) -> tuple[float, object]:
     times, result = [], None
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         t = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - t)
@@ -156,9 +184,33 @@ def _rewrite(path: Path, target: int) -> Callable[[], object]:
     return run
 
 
+def read_rate(path: Path) -> tuple[float, float]:
+    """(median seconds, MB/s) of reading ``path`` in 8 MiB chunks, unbuffered, in this process."""
+
+    def run() -> int:
+        n = 0
+        with open(path, "rb", buffering=0) as f:
+            while chunk := f.read(READ_CHUNK):
+                n += len(chunk)
+        return n
+
+    s, _ = _median(run, FAST_REPEATS)
+    return s, path.stat().st_size / MB / s
+
+
+def cat_rate(path: Path) -> tuple[float, float]:
+    """(median seconds, MB/s) of ``cat path > /dev/null`` (a process start included)."""
+    s, _ = _median(lambda: subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True), FAST_REPEATS)
+    return s, path.stat().st_size / MB / s
+
+
+# The case bench.run turns into targets (issue #14: >= 25x the Python core, >= 1 GB/s).
+VALIDATE_V2 = "deep validation, uncompressed v2"
+
+
 def cases(segs: dict[str, Path]) -> list[tuple[str, Path, Callable[[], object]]]:
     return [
-        ("deep validation, uncompressed v2", segs["v2-plain"], _validate(segs["v2-plain"])),
+        (VALIDATE_V2, segs["v2-plain"], _validate(segs["v2-plain"])),
         ("deep validation, uncompressed v0", segs["v0-plain"], _validate(segs["v0-plain"])),
         ("deep validation, legacy mix (v0/v1, v1 wrappers)", segs["legacy-mix"], _validate(segs["legacy-mix"])),
         ("record digest, uncompressed v2", segs["v2-plain"], _digest(segs["v2-plain"])),
@@ -179,21 +231,28 @@ def run(size: int) -> list[dict[str, Any]]:
         path.read_bytes()  # warm the page cache
         timings: dict[str, float] = {}
         results = {}
+        repeats = FAST_REPEATS if name.startswith("deep validation, uncompressed") else REPEATS
         for which in (core.PYTHON, core.COMPILED):
             with core.use(which):
-                timings[which], results[which] = _median(fn)
+                timings[which], results[which] = _median(fn, repeats)
         if results[core.PYTHON] != results[core.COMPILED]:
             raise RuntimeError(f"{name}: the cores disagree: {results}")
         py_s, c_s = timings[core.PYTHON], timings[core.COMPILED]
         rows.append({
             "name": name,
             "bytes": nbytes,
-            "python_s": round(py_s, 3),
-            "compiled_s": round(c_s, 3),
+            "python_s": round(py_s, 4),
+            "compiled_s": round(c_s, 4),
             "python_mb_s": round(nbytes / MB / py_s, 1),
             "compiled_mb_s": round(nbytes / MB / c_s, 1),
             "ratio": round(py_s / c_s, 1),
+            "repeats": repeats,
         })
+        if name == VALIDATE_V2:
+            read_s, read_mb_s = read_rate(path)
+            cat_s, cat_mb_s = cat_rate(path)
+            rows[-1] |= {"read_s": round(read_s, 4), "read_mb_s": round(read_mb_s, 1),
+                         "cat_s": round(cat_s, 4), "cat_mb_s": round(cat_mb_s, 1)}
         print(f"  {name}: python {rows[-1]['python_mb_s']} MB/s, compiled {rows[-1]['compiled_mb_s']} MB/s, "
               f"{rows[-1]['ratio']}x", flush=True)
     return rows
@@ -212,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mb", type=int, default=None, help="segment size in MiB")
     args = ap.parse_args(argv)
     size = (args.mb or (16 if args.quick else 128)) << 20
-    print(f"{core.describe()}; segments of {size >> 20} MiB, median of {REPEATS}", flush=True)
+    print(f"{core.describe()}; segments of {size >> 20} MiB, median of {REPEATS} "
+          f"({FAST_REPEATS} for uncompressed deep validation)", flush=True)
     rows = run(size)
     print()
     print_table(rows)
