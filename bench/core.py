@@ -15,7 +15,7 @@ only the offset fields, which no CRC covers):
   legacy-mix   bench.big_segment's mix: v0 and v1 messages, v1 gzip/snappy/lz4 wrappers
 
 Next to the deep validation of ``v2-plain`` two report-only baselines on the same file:
-``read_rate`` (the file read in the reader's 8 MiB chunks in this process, the copy out of the
+``read_rate`` (the file read in the reader's chunks (1 MiB) in this process, the copy out of the
 page cache every reader pays: a ceiling on any validator of the file) and ``cat_rate``
 (``cat > /dev/null``, a process of its own).
 """
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from migration.formats import core, names
+from migration.formats.file_records import DEFAULT_CHUNK_SIZE
 from migration.formats.legacy import encode_message
 from migration.formats.model import Header, Record
 from migration.formats.record_batch import build_record_batch
@@ -46,7 +47,7 @@ _OFFSET = struct.Struct(">q")
 TEMPLATE_BYTES = 1 << 20
 REPEATS = 3
 FAST_REPEATS = 7  # for cases of a few milliseconds (deep validation of uncompressed data, reads)
-READ_CHUNK = 8 << 20  # FileRecords.DEFAULT_CHUNK_SIZE
+READ_CHUNK = DEFAULT_CHUNK_SIZE  # the reader's (FileRecords)
 KINDS = ("v2-plain", "v0-plain", "legacy-mix")
 
 
@@ -185,7 +186,7 @@ def _rewrite(path: Path, target: int) -> Callable[[], object]:
 
 
 def read_rate(path: Path) -> tuple[float, float]:
-    """(median seconds, MB/s) of reading ``path`` in 8 MiB chunks, unbuffered, in this process."""
+    """(median seconds, MB/s) of reading ``path`` in the reader's chunks, unbuffered, in this process."""
 
     def run() -> int:
         n = 0

@@ -39,7 +39,7 @@ Benchmarks (names for ``--only``; all but ``spark`` by default with ``--quick``)
   core      the compiled record core vs the pure-Python one, side by side (bench.core): deep
             validation, digest and rewrite of uncompressed v2, uncompressed v0 and a legacy mix;
             deep validation of uncompressed v2: target >= 25x the Python core and >= 1000 MB/s
-            (one core), next to reading the same file in 8 MiB chunks (ceiling) and ``cat``
+            (one core), next to reading the same file in the reader's chunks (ceiling) and ``cat``
 """
 
 from __future__ import annotations
@@ -474,10 +474,10 @@ def bench_core(size: int) -> list[Row]:
             rows.append(_info(row, f"{r['ratio']}x python ({r['python_mb_s']} MB/s)"))
             continue
         # Deep validation of uncompressed v2: nothing but the walker between the tool and the
-        # page cache. Reading the file as the validator does (8 MiB chunks copied out of the page
+        # page cache. Reading the file as the validator does (its chunks copied out of the page
         # cache) bounds it: read MB/s is the ceiling for 1 GB/s, read / Python MB/s for 25x.
         read_mb_s, cat_mb_s = r["read_mb_s"], r["cat_mb_s"]
-        rows.append(_info(_row("read of the same uncompressed v2 file in 8 MiB chunks (baseline, ceiling)",
+        rows.append(_info(_row("read of the same uncompressed v2 file in the reader's chunks (baseline, ceiling)",
                                r["read_s"], r["bytes"]) | {"mb_s": read_mb_s}))
         rows.append(_info(_row("cat > /dev/null of the same file (baseline)", r["cat_s"], r["bytes"])
                           | {"mb_s": cat_mb_s}))
