@@ -1164,13 +1164,6 @@ cdef object codec_compress(int codec, object data, int magic):
     return _codecs.compress(_codecs.Compression(codec), data, magic)
 
 
-cdef struct IndexPoint:
-    int64_t last              # an offset index entry: (last offset, position) ...
-    int64_t position
-    int64_t max_ts            # ... and the time index's candidate (max timestamp so far, its offset)
-    int64_t offset_of_max_ts
-
-
 cdef class SegmentWalker:
     """The regular batches of a segment, walked and judged in C for ``logdir.validate``.
 
@@ -1252,7 +1245,9 @@ cdef class SegmentWalker:
     cdef int64_t ix_max_ts
     cdef int64_t ix_off_max
     cdef Buf out
-    cdef Buf points  # IndexPoint
+    cdef Buf oix  # offset index entries: (offset, position) int64 pairs
+    cdef Buf tix  # time index entries: (timestamp, offset) int64 pairs
+    cdef int64_t tix_last_ts  # the time index's last timestamp (TimeIndex.last_entry)
     cdef Py_ssize_t out_batches
     cdef int64_t out_last
     cdef int64_t out_bytes[3]
@@ -1269,7 +1264,8 @@ cdef class SegmentWalker:
         self.dts = Buf(NULL, 0, 0)
         self.conv = Buf(NULL, 0, 0)
         self.out = Buf(NULL, 0, 0)
-        self.points = Buf(NULL, 0, 0)
+        self.oix = Buf(NULL, 0, 0)
+        self.tix = Buf(NULL, 0, 0)
 
     def __init__(self, *, bint deep, base_offset, next_base_offset, offset_entries, time_entries, leader_epochs,
                  decompress, compress=None, bint digest=False, int target_magic=0, stamp_v0=None,
@@ -1335,7 +1331,8 @@ cdef class SegmentWalker:
         buf_free(&self.conv)
         buf_free(&self.dts)
         buf_free(&self.out)
-        buf_free(&self.points)
+        buf_free(&self.oix)
+        buf_free(&self.tix)
 
     def advance(self, buf, Py_ssize_t at, int64_t file_pos):
         """Consume the regular batches of ``buf`` from ``at`` (file position ``file_pos`` of
@@ -1758,7 +1755,7 @@ cdef class SegmentWalker:
         return self.out_base <= last and last - self.out_base <= INT32_MAX
 
     cdef int _piece(self, Py_ssize_t n, int64_t last, int64_t max_ts, int magic) except -1:
-        if buf_reserve(&self.points, sizeof(IndexPoint)) < 0:
+        if buf_reserve(&self.oix, 16) < 0 or buf_reserve(&self.tix, 16) < 0:
             raise MemoryError()
         self.out.n += n
         self.pp_size, self.pp_last, self.pp_max_ts, self.pp_magic = n, last, max_ts, magic
@@ -1777,8 +1774,9 @@ cdef class SegmentWalker:
 
     cdef void _apply(self):
         """The batch just consumed: its records into the digest's span, its piece into the
-        output segment and IndexBuilder.append's state (room for the point was reserved)."""
-        cdef IndexPoint *pt
+        output segment with the entries IndexBuilder.append and TimeIndex.maybe_append would
+        make (room for them was reserved)."""
+        cdef int64_t *e
         self.counted += self.p_count
         if self.p_n:
             if self.dg_records == 0:
@@ -1790,10 +1788,14 @@ cdef class SegmentWalker:
                 self.ix_max_ts = self.pp_max_ts
                 self.ix_off_max = self.pp_last
             if self.ix_valid - self.ix_last_entry > self.ix_interval:  # strictly: never the first batch
-                pt = <IndexPoint *>(self.points.p + self.points.n)
-                pt.last, pt.position, pt.max_ts, pt.offset_of_max_ts = (
-                    self.pp_last, self.ix_valid, self.ix_max_ts, self.ix_off_max)
-                self.points.n += sizeof(IndexPoint)
+                e = <int64_t *>(self.oix.p + self.oix.n)
+                e[0], e[1] = self.pp_last, self.ix_valid
+                self.oix.n += 16
+                if self.ix_max_ts > self.tix_last_ts:  # maybe_append: only a larger timestamp
+                    e = <int64_t *>(self.tix.p + self.tix.n)
+                    e[0], e[1] = self.ix_max_ts, self.ix_off_max
+                    self.tix.n += 16
+                    self.tix_last_ts = self.ix_max_ts
                 self.ix_last_entry = self.ix_valid
             self.ix_valid += self.pp_size
             self.out_batches += 1
@@ -1823,12 +1825,14 @@ cdef class SegmentWalker:
         self.dg_records = 0
         return out
 
-    def open_output(self, base_offset, valid_bytes, last_index_entry, max_timestamp, offset_of_max_timestamp):
+    def open_output(self, base_offset, valid_bytes, last_index_entry, max_timestamp, offset_of_max_timestamp,
+                    time_index_last_timestamp):
         """The output segment the next pieces go to, as ``IndexBuilder``'s state says it is."""
         if self.target == 0:
             raise ValueError("a walker without a target magic has no output")
-        if self.out.n or self.points.n or self.out_batches:
+        if self.out.n or self.oix.n or self.tix.n or self.out_batches:
             raise ValueError("take_output() first")
+        self.tix_last_ts = time_index_last_timestamp
         self.out_base = base_offset
         self.ix_valid = valid_bytes
         self.ix_last_entry = last_index_entry
@@ -1838,16 +1842,14 @@ cdef class SegmentWalker:
 
     def take_output(self):
         """What was appended to the output since :meth:`open_output` (the output is closed):
-        (bytes, batches, last offset, bytes per magic (v0, v1, v2), index points
-        [(last offset, position, max timestamp so far, its offset)], then IndexBuilder's state:
-        valid bytes, last index entry, max timestamp, offset of max timestamp)."""
-        cdef IndexPoint *pt = <IndexPoint *>self.points.p
-        cdef Py_ssize_t i, npts = self.points.n // sizeof(IndexPoint)
-        points = [(pt[i].last, pt[i].position, pt[i].max_ts, pt[i].offset_of_max_ts) for i in range(npts)]
+        (bytes, batches, last offset, bytes per magic (v0, v1, v2), offset index entries and
+        time index entries (native int64 pairs: (offset, position), (timestamp, offset), in
+        increasing order), then IndexBuilder's state: valid bytes, last index entry, max
+        timestamp, offset of max timestamp)."""
         out = (buf_bytes(&self.out), self.out_batches, self.out_last,
-               (self.out_bytes[0], self.out_bytes[1], self.out_bytes[2]), points,
+               (self.out_bytes[0], self.out_bytes[1], self.out_bytes[2]), buf_bytes(&self.oix), buf_bytes(&self.tix),
                self.ix_valid, self.ix_last_entry, self.ix_max_ts, self.ix_off_max)
-        self.out.n = self.points.n = 0
+        self.out.n = self.oix.n = self.tix.n = 0
         self.out_batches = 0
         self.out_bytes[0] = self.out_bytes[1] = self.out_bytes[2] = 0
         self.out_open = False

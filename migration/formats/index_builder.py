@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -83,22 +84,26 @@ class IndexBuilder:
             self._last_index_entry = self.valid_bytes
         self.valid_bytes += size_in_bytes
 
-    def state(self) -> tuple[int, int, int, int]:
-        """(valid bytes, position of the last entry, max timestamp so far, its offset): what
-        the compiled core's segment walker continues from (:meth:`absorb` takes it back)."""
-        return self.valid_bytes, self._last_index_entry, self._max_timestamp_so_far, self._offset_of_max_timestamp
+    def state(self) -> tuple[int, int, int, int, int]:
+        """(valid bytes, position of the last entry, max timestamp so far, its offset, the time
+        index's last timestamp): what the compiled core's segment walker continues from
+        (:meth:`absorb` takes it back)."""
+        return (self.valid_bytes, self._last_index_entry, self._max_timestamp_so_far, self._offset_of_max_timestamp,
+                self.time_index.last_entry.timestamp)
 
-    def absorb(self, points: Iterable[tuple[int, int, int, int]], valid_bytes: int, last_index_entry: int,
+    def absorb(self, offset_entries: bytes, time_entries: bytes, valid_bytes: int, last_index_entry: int,
                max_timestamp: int, offset_of_max_timestamp: int) -> None:
         """The effect of many :meth:`append` calls computed elsewhere (the compiled core's
-        segment walker, from :meth:`state`): ``points`` are the entries they made, as (last
-        offset, position, max timestamp so far, its offset); the indexes check each one as
-        :meth:`append` would."""
+        segment walker, from :meth:`state`): the entries they made, as native int64 pairs
+        ((offset, position) and (timestamp, offset), in increasing order), then the state."""
         if self._finished:
             raise ValueError("index builder already finished")
-        for last_offset, position, ts, ts_offset in points:
-            self.offset_index.append(last_offset, position)
-            self.time_index.maybe_append(ts, ts_offset)
+        pairs = array("q")
+        pairs.frombytes(offset_entries)
+        self.offset_index.extend(pairs[0::2], pairs[1::2])
+        pairs = array("q")
+        pairs.frombytes(time_entries)
+        self.time_index.extend(pairs[0::2], pairs[1::2])
         self.valid_bytes = valid_bytes
         self._last_index_entry = last_index_entry
         self._max_timestamp_so_far = max_timestamp

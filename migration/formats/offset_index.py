@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from migration.formats.errors import CorruptIndexError
@@ -120,6 +120,22 @@ class OffsetIndex(IndexFile):
             raise ValueError(f"position {position} is not a non-negative int32")
         self._offsets.append(offset)
         self._positions.append(position)
+
+    def extend(self, offsets: Sequence[int], positions: Sequence[int]) -> None:
+        """Many :meth:`append` calls for entries already in increasing order (offsets and
+        positions both; the compiled core's segment walker makes them so): the first and the
+        last are checked as append checks them, the rest taken as they are."""
+        n = len(offsets)
+        if n <= 2 or self.max_entries is not None:
+            for offset, position in zip(offsets, positions, strict=True):
+                self.append(offset, position)
+            return
+        self.append(offsets[0], positions[0])
+        relative_offset(self.base_offset, offsets[-1])
+        if not 0 <= positions[-1] <= INT32_MAX:
+            raise ValueError(f"position {positions[-1]} is not a non-negative int32")
+        self._offsets.extend(offsets[1:])
+        self._positions.extend(positions[1:])
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry with offset >= ``offset`` (Kafka's ``truncateTo``)."""

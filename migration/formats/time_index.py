@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from migration.formats.errors import CorruptIndexError
@@ -109,6 +109,23 @@ class TimeIndex(IndexFile):
         return TimestampOffset(self._timestamps[i - 1], self._offsets[i - 1])
 
     # -- mutation ------------------------------------------------------------------------
+
+    def extend(self, timestamps: Sequence[int], offsets: Sequence[int]) -> None:
+        """Many :meth:`maybe_append` calls that each append (timestamps strictly increasing
+        from above the last entry's, offsets increasing: the compiled core's segment walker
+        makes them so): the first and the last are checked as maybe_append checks them."""
+        n = len(timestamps)
+        if n <= 2 or self.max_entries is not None:
+            for timestamp, offset in zip(timestamps, offsets, strict=True):
+                self.maybe_append(timestamp, offset)
+            return
+        if not self.maybe_append(timestamps[0], offsets[0]):
+            raise InvalidOffsetError(f"timestamp {timestamps[0]} does not follow the last entry's")
+        relative_offset(self.base_offset, offsets[-1])
+        if not INT64_MIN <= timestamps[-1] <= INT64_MAX:
+            raise ValueError(f"timestamp {timestamps[-1]} is not an int64")
+        self._timestamps.extend(timestamps[1:])
+        self._offsets.extend(offsets[1:])
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
         """Kafka's ``TimeIndex.maybeAppend`` (§3.6). Returns whether an entry was added."""

@@ -186,3 +186,29 @@ def test_entry_layout_is_kafkas() -> None:
     at = OffsetIndex.ENTRY_SIZE  # the second entry
     assert struct.unpack_from(">i", data, at + offset_index.RELATIVE_OFFSET_OFFSET)[0] == 10
     assert struct.unpack_from(">i", data, at + offset_index.POSITION_OFFSET)[0] == 8192
+
+
+@given(st.lists(st.integers(1, 1000), min_size=0, max_size=40), st.integers(0, 5))
+def test_extend_is_appends(gaps: list[int], before: int) -> None:
+    """extend (the compiled walker's entries at once) leaves the index as append one by one."""
+    offsets = [105 + sum(gaps[: i + 1]) for i in range(len(gaps))]
+    positions = [10 * (o - 100) + 100 for o in offsets]
+    one, many = OffsetIndex(100), OffsetIndex(100)
+    for i in range(before):  # entries already there, below the new ones
+        one.append(100 + i, i)
+        many.append(100 + i, i)
+    for o, p in zip(offsets, positions, strict=True):
+        one.append(o, p)
+    many.extend(offsets, positions)
+    assert one == many
+
+
+def test_extend_checks_the_ends() -> None:
+    idx = OffsetIndex(100)
+    idx.append(150, 40)
+    with pytest.raises(InvalidOffsetError):
+        idx.extend([150, 160, 170], [50, 60, 70])  # the first is not above the last entry
+    with pytest.raises(IndexOffsetOverflowError):
+        idx.extend([160, 170, 100 + 2**31], [50, 60, 70])  # the last does not fit int32
+    with pytest.raises(ValueError):
+        idx.extend([160, 170, 180], [50, 60, 2**31])

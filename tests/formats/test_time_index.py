@@ -152,3 +152,28 @@ def test_entry_layout_is_kafkas() -> None:
     at = TimeIndex.ENTRY_SIZE  # the second entry
     assert struct.unpack_from(">q", data, at + time_index.TIMESTAMP_OFFSET)[0] == 2000
     assert struct.unpack_from(">i", data, at + time_index.RELATIVE_OFFSET_OFFSET)[0] == 10
+
+
+@given(st.lists(st.tuples(st.integers(1, 1000), st.integers(1, 50)), max_size=40))
+def test_extend_is_maybe_appends(steps: list[tuple[int, int]]) -> None:
+    """extend (the compiled walker's entries at once) leaves the index as maybe_append one by one."""
+    ts, off, entries = 1_000, 100, []
+    for dts, doff in steps:
+        ts, off = ts + dts, off + doff
+        entries.append((ts, off))
+    one, many = TimeIndex(100), TimeIndex(100)
+    for t, o in entries:
+        assert one.maybe_append(t, o)
+    many.extend([t for t, _ in entries], [o for _, o in entries])
+    assert one == many
+
+
+def test_extend_checks_the_ends() -> None:
+    idx = TimeIndex(100)
+    idx.maybe_append(5_000, 150)
+    with pytest.raises(InvalidOffsetError):
+        idx.extend([6_000, 7_000, 8_000], [140, 160, 170])  # an offset below the last entry's
+    with pytest.raises(InvalidOffsetError):
+        idx.extend([5_000, 7_000, 8_000], [160, 170, 180])  # a timestamp that would not be appended
+    with pytest.raises(IndexOffsetOverflowError):
+        idx.extend([6_000, 7_000, 8_000], [160, 170, 100 + 2**31])

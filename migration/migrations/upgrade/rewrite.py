@@ -265,8 +265,8 @@ class _SegmentWriter:
     def append_run(self, run: tuple) -> None:  # type: ignore[type-arg]
         """Many pieces at once, converted and indexed by the compiled core's segment walker
         (``SegmentWalker.take_output``, opened at :meth:`IndexBuilder.state`)."""
-        data, batches, last_offset, by_magic, points, *index_state = run
-        self.indexes.absorb(points, *index_state)
+        data, batches, last_offset, by_magic, offset_entries, time_entries, *index_state = run
+        self.indexes.absorb(offset_entries, time_entries, *index_state)
         self._file.write(data)
         self._sha.update(data)
         self.size += len(data)
