@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import resource
 import sys
 import time
@@ -80,6 +81,7 @@ def _upgrade(target: str, backup_root: str, log_dirs: list[str], engine: str, sp
     return {"seconds": seconds, "units_ok": tot.units_ok, "units_failed": tot.units_failed,
             "digest_mismatches": tot.digest_mismatches,
             "bytes_rewritten": sum(u.bytes_before or 0 for u in rewritten),
+            "bytes_written": sum(u.bytes_after or 0 for u in rewritten),
             "records_rewritten": sum(u.records_before or 0 for u in rewritten), "exit_code": report.exit_code(),
             "phases": {k: round(v, 4) for k, v in phases.items()},
             "unit_seconds": round(sum(by_partition.values()), 4),
@@ -130,8 +132,50 @@ def rewrite(target: str, segments: list[str]) -> dict[str, object]:
     return {"seconds": time.perf_counter() - t, "bytes": size, "records": records, "peak_rss_mb": _peak_rss_mb()}
 
 
+def durable_write(nbytes: int, directory: str, sources: list[str], repeats: int = 3) -> dict[str, object]:
+    """Write ``nbytes`` taken from ``sources`` (in order, again from the first when they run out)
+    into files of the sources' sizes under ``directory``, each flushed and fsynced as the
+    upgrade's outputs are: the durable-write floor of an upgrade that writes that much. The
+    reading happens before the timer; the files are removed after each pass, and the median of
+    ``repeats`` passes counts (fsync times on this machine's virtual disk vary severalfold from
+    one pass to the next)."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    pieces: list[bytes] = []
+    left = nbytes
+    while left > 0 and sources:
+        for src in sources:
+            data = Path(src).read_bytes()[:left]
+            pieces.append(data)
+            left -= len(data)
+            if left <= 0:
+                break
+    passes = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for i, data in enumerate(pieces):
+            with open(out / f"{i:06d}.log", "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        fd = os.open(out, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        passes.append(time.perf_counter() - t)
+        for i in range(len(pieces)):
+            (out / f"{i:06d}.log").unlink()
+        os.sync()
+    return {"seconds": sorted(passes)[len(passes) // 2], "passes": [round(x, 4) for x in passes],
+            "bytes": sum(len(d) for d in pieces), "files": len(pieces)}
+
+
 if __name__ == "__main__":
     cmd, target, *rest = sys.argv[1:]
+    if cmd == "durable-write":
+        print(json.dumps(durable_write(int(target), rest[0], rest[1:])))
+        sys.exit(0)
     if cmd == "upgrade":
         out = upgrade(target, rest[0], rest[1:])
     elif cmd == "spark-upgrade":
