@@ -1441,7 +1441,8 @@ cdef class SegmentWalker:
             # the record offsets must lie in the batch's range (validate's "record-offset")
             if nrec and (sfirst < first or slast > last):
                 return 0
-            self.p_n, self.p_first, self.p_last = nrec, sfirst, slast
+            if self.digesting:
+                self.p_n, self.p_first, self.p_last = nrec, sfirst, slast
         if self.count_from <= 2:
             self.p_count = count
         ple = kb_i32(p + PARTITION_LEADER_EPOCH_OFFSET)
@@ -1524,6 +1525,8 @@ cdef class SegmentWalker:
                     return 0
                 first = (<Entry *>self.ents.p)[0].off
                 n = self.ents.n // sizeof(Entry)
+                if first > offset:
+                    return 0  # inner offsets above the wrapper's (only possible at offset 0): the loop's
         elif self.deep:
             n = 1
             if self.digesting:
@@ -1814,6 +1817,8 @@ cdef class SegmentWalker:
         cdef int64_t *t = <int64_t *>self.dts.p
         cdef object stamps
         cdef unsigned char *w
+        if not self.digesting:
+            raise ValueError("this walker was made without digest=True: it collects no digest")
         if n == 0:
             return None
         stamps = PyBytes_FromStringAndSize(NULL, n * 8)
@@ -1897,7 +1902,8 @@ cdef class SegmentWalker:
             ti += 1
         self.oi = oi
         self.ti = ti
-        self.prev_last = last
+        if last > self.prev_last:  # the loops carry the larger one (validate, rewrite._check_offsets)
+            self.prev_last = last
         self.max_ts = max_ts
         self.batches += 1
         if self.deep:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import random
 import struct
+import subprocess
+import sys
 import tempfile
 import zlib
 from collections.abc import Callable
@@ -834,3 +836,70 @@ def test_the_survey_lets_the_walker_judge(tmp_path, monkeypatch) -> None:
             validate_segment(log, deep=deep, on_batch=survey)
         assert walkers[-1].batches == 17 and walkers[-1].counted == 4 + 3
         assert survey.records == 7 and set(survey.bytes_by_magic) == {"v0", "v1", "v2"}
+
+
+# ------------------------------------------------------------------ the walker's state after odd batches
+
+
+def _odd_offset_segments() -> list[tuple[str, bytes]]:
+    def msg(off: int) -> bytes:
+        return encode_message(off, MAGIC_V0, 0, -1, b"k", b"v" * 10)
+
+    inner = msg(5) + msg(6)
+    # A v0 wrapper at offset 0 holding offsets 5 and 6 (the "last inner offset is the wrapper's"
+    # rule is not applied at offset 0): its last offset is below its first.
+    wrapper = encode_message(0, MAGIC_V0, int(Compression.GZIP), -1, None,
+                             codecs.compress(Compression.GZIP, inner, MAGIC_V0))
+    top = 2**63 - 1
+    first = build_record_batch([Record(0, 1000, b"k", b"v")])
+    after = build_record_batch([Record(top - 3, 1000, b"k", b"v")])
+    return [
+        ("a wrapper whose last offset is below its first", msg(0) + msg(3) + wrapper + msg(2) + msg(4)),
+        *[(f"a v2 batch ending beyond int64 (timestamp {ts})", first + build_record_batch(
+            [Record(top - 5, ts, b"k", b"v")], last_offset_delta=10) + after) for ts in (-1, 1000)],
+    ]
+
+
+@pytest.mark.parametrize("target", [1, 2])
+@pytest.mark.parametrize(("name", "data"), _odd_offset_segments(), ids=[n for n, _ in _odd_offset_segments()])
+def test_the_walker_keeps_the_loops_offset_state(tmp_path, name, data, target) -> None:
+    """After a batch whose last offset is below its first, or one that ends beyond int64, the
+    walker must carry the offset the loop carries (the larger one), or stand aside: the same
+    error, outputs and findings on both cores."""
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(data)
+
+    def observe() -> list[Any]:
+        res = outcome(lambda: rewrite_segment(log, RewriteSpec(target_magic=target)))
+        out: list[Any] = [res[0], res[1].model_dump() if res[0] == "ok" else res[1]]
+        for p in sorted(tmp_path.glob("*.cleaned")):
+            out.append((p.name, p.read_bytes()))
+            p.unlink()
+        found, _ = validate_segment(log)
+        out.append(sorted((f.code, f.message) for f in found.findings))
+        return out
+
+    seen = on_both(observe)
+    assert seen[0] == "error"  # offsets out of order: the rewrite refuses, on both cores
+
+
+def test_take_digest_of_a_walker_that_does_not_digest_is_refused() -> None:
+    """A validation walker (no digest duty) collects no digest bytes: asking for them is an
+    error, not a read of a buffer it never filled (in a child process: it crashed once)."""
+    code = (
+        "from migration.formats import core\n"
+        "from migration.formats.model import Record\n"
+        "from migration.formats.record_batch import build_record_batch\n"
+        "seg = b''.join(build_record_batch([Record(i * 100 + j, 1000, b'k', b'v') for j in range(100)])"
+        " for i in range(50))\n"
+        "with core.use('compiled'):\n"
+        "    w = core.segment_walker(deep=True, base_offset=0, next_base_offset=None)\n"
+        "assert w.advance(seg, 0, 0) == len(seg)\n"
+        "try:\n"
+        "    w.take_digest()\n"
+        "except ValueError as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.startswith("refused:")

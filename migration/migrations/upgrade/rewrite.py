@@ -436,9 +436,13 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
 
     def bulk(buf: bytes | memoryview, at: int, file_pos: int) -> int:
         cur = writer.current
-        if cur is None:
+        if cur is None or not walker.enabled:
             return at  # the first piece names the first output: the loop's
-        walker.open_output(cur.base_offset, *cur.indexes.state())
+        try:
+            walker.open_output(cur.base_offset, *cur.indexes.state())
+        except OverflowError:  # an index state beyond int64 (a corrupt batch's offsets): the loop's alone
+            walker.enabled = False
+            return at
         moved: int = walker.advance(buf, at, file_pos)
         if moved != at:
             _feed(digester, walker)
@@ -449,8 +453,8 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
 
     try:
         for b in fr.batches(skip=None if walker is None else bulk):
-            if walker is not None:
-                prev_last = walker.prev_last
+            if walker is not None and walker.enabled:
+                prev_last = walker.prev_last  # the batches it consumed moved it
             b.ensure_valid()
             # From the raw bytes; the same scan checks every inner message and record and
             # serves the conversion: this pass is the deep validation of the segment.
