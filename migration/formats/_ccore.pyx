@@ -1169,7 +1169,7 @@ cdef class SegmentWalker:
 
     :meth:`advance` consumes consecutive complete batches of a buffer as long as each one is
     regular and would give no finding at all: CRC, framing, deep structure (v2 records; the
-    inner messages of v0/v1 wrappers, after ``decompress``), the offset rules of
+    inner messages of v0/v1 wrappers, after ``codec_decompress``), the offset rules of
     ``validate.batch_offset_problems``, the leader epoch, and the offset and time index
     entries that fall on it. It stops before the first batch it cannot vouch for, which the
     caller then handles batch by batch (same findings and errors as without the walker). The
@@ -1200,8 +1200,6 @@ cdef class SegmentWalker:
     cdef int64_t base
     cdef bint has_next
     cdef int64_t next_base
-    cdef object decompress
-    cdef object compress
     cdef int64_t *idx_off
     cdef int64_t *idx_pos
     cdef Py_ssize_t n_idx
@@ -1268,16 +1266,16 @@ cdef class SegmentWalker:
         self.tix = Buf(NULL, 0, 0)
 
     def __init__(self, *, bint deep, base_offset, next_base_offset, offset_entries, time_entries, leader_epochs,
-                 decompress, compress=None, bint digest=False, int target_magic=0, stamp_v0=None,
+                 bint digest=False, int target_magic=0, stamp_v0=None,
                  output_leader_epochs=(), segment_bytes=INT64_MAX_, max_message_bytes=INT64_MAX_,
                  index_interval_bytes=4096, int count_from=3):
         """``offset_entries`` (offset, position) and ``time_entries`` (timestamp, offset) as
-        read from the indexes, ``leader_epochs`` (epoch, start offset) or None;
-        ``decompress(codec id, value, magic) -> bytes``. OverflowError when a value does not
-        fit int64 (the caller then validates without the walker). ``digest`` and
-        ``target_magic`` (with ``stamp_v0``, ``output_leader_epochs``, ``segment_bytes``,
-        ``max_message_bytes`` and ``index_interval_bytes`` of ``rewrite.RewriteSpec``, and
-        ``compress(codec id, data, magic) -> bytes``) need ``deep``. ``count_from``: the records
+        read from the indexes, ``leader_epochs`` (epoch, start offset) or None. The codecs are
+        ``codec_decompress``/``codec_compress``: snappy and LZ4 framed here, gzip and zstd by
+        compression.py. OverflowError when a value does not fit int64 (the caller then
+        validates without the walker). ``digest`` and ``target_magic`` (with ``stamp_v0``,
+        ``output_leader_epochs``, ``segment_bytes``, ``max_message_bytes`` and
+        ``index_interval_bytes`` of ``rewrite.RewriteSpec``) need ``deep``. ``count_from``: the records
         of batches of this magic and above are counted in ``counted`` (a v2 batch by its
         header, a wrapper by its inner messages, decompressed even when not ``deep``)."""
         if (digest or target_magic) and not deep:
@@ -1292,9 +1290,6 @@ cdef class SegmentWalker:
         self.stamp = stamp_v0 if self.has_stamp else -1
         self.segment_bytes = segment_bytes
         self.max_message = max_message_bytes
-        self.compress = compress
-        if target_magic and compress is None:
-            raise ValueError("a conversion needs the codecs: compress=")
         self.ix_interval = index_interval_bytes
         self.out_epoch = int64_array([e[0] for e in output_leader_epochs], &self.n_out_epochs)
         self.out_epoch_start = int64_array([e[1] for e in output_leader_epochs], &self.n_out_epochs)
@@ -1308,7 +1303,6 @@ cdef class SegmentWalker:
         self.max_ts = -1
         self.oi = self.ti = self.batches = self.records = 0
         self.enabled = True
-        self.decompress = decompress
         self.idx_off = int64_array([e[0] for e in offset_entries], &self.n_idx)
         self.idx_pos = int64_array([e[1] for e in offset_entries], &self.n_idx)
         self.time_ts = int64_array([e[0] for e in time_entries], &self.n_time)
@@ -1381,9 +1375,7 @@ cdef class SegmentWalker:
         if not isinstance(self._mv, memoryview):
             self._mv = memoryview(self._mv)
         try:
-            if codec == 2 or codec == 3:  # framed here; gzip and zstd by compression.py (core._decompress)
-                return codec_decompress(codec, self._mv[start : start + n], magic)
-            return self.decompress(codec, self._mv[start : start + n], magic)
+            return codec_decompress(codec, self._mv[start : start + n], magic)
         except Exception:
             return None
 
@@ -1696,10 +1688,7 @@ cdef class SegmentWalker:
                     header_max = piece_max = wrapper_ts
         finally:
             PyBuffer_Release(&dv)
-        if codec == 2 or codec == 3:
-            payload = codec_compress(codec, buf_bytes(&self.conv), self.target)
-        else:
-            payload = self.compress(codec, buf_bytes(&self.conv), self.target)
+        payload = codec_compress(codec, buf_bytes(&self.conv), self.target)
         get_view(payload, &pv)
         try:
             plen = pv.len

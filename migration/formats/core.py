@@ -29,7 +29,6 @@ from typing import Any
 
 from migration.formats import _pycore
 from migration.formats import compression as codecs
-from migration.formats.model import Compression
 
 PURE_PYTHON_ENV = "KMIGRATE_PURE_PYTHON"
 COMPILED = "compiled"
@@ -113,14 +112,6 @@ def available() -> list[str]:
     return [PYTHON] + ([COMPILED] if compiled is not None else [])
 
 
-def _decompress(codec: int, data: bytes | memoryview, magic: int) -> bytes:
-    return codecs.decompress(Compression(codec), data, magic)
-
-
-def _compress(codec: int, data: bytes, magic: int) -> bytes:
-    return codecs.compress(Compression(codec), data, magic)
-
-
 def segment_walker(*, deep: bool, base_offset: int, next_base_offset: int | None,
                    offset_entries: Sequence[tuple[int, int]] = (), time_entries: Sequence[tuple[int, int]] = (),
                    leader_epochs: Sequence[tuple[int, int]] | None = None, **duties: Any) -> Any:
@@ -134,7 +125,7 @@ def segment_walker(*, deep: bool, base_offset: int, next_base_offset: int | None
     try:
         return walker_type(deep=deep, base_offset=base_offset, next_base_offset=next_base_offset,
                            offset_entries=offset_entries, time_entries=time_entries, leader_epochs=leader_epochs,
-                           decompress=_decompress, compress=_compress, **duties)
+                           **duties)
     except OverflowError:
         return None
 

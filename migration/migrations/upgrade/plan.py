@@ -28,7 +28,7 @@ from migration.migrations.common.index_repair import rebuild_reasons
 from migration.migrations.common.leader_epoch import EpochAssignment, plan_assignment
 from migration.migrations.upgrade.journal import IN_FLIGHT, JOURNAL_DIR, UnitJournal
 from migration.migrations.upgrade.options import UpgradeOptions
-from migration.migrations.upgrade.rewrite import Converter, RewriteSpec
+from migration.migrations.upgrade.rewrite import Converter, RewriteSpec, add_walker_bytes
 from migration.runtime.documents import PrepareDocument
 from migration.runtime.engine import Unit
 from migration.runtime.runs import RunDir
@@ -179,9 +179,7 @@ class _SegmentSurvey:
         return None if self.estimate_growth else {"count_from": self.target}
 
     def absorb_walker(self, walker: Any) -> None:
-        for magic, n in enumerate(walker.bytes_by_magic()):
-            if n:
-                self.bytes_by_magic[f"v{magic}"] = self.bytes_by_magic.get(f"v{magic}", 0) + n
+        add_walker_bytes(self.bytes_by_magic, walker)
         if self.records is not None:
             self.records += walker.counted
 

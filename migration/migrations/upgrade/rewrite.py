@@ -262,7 +262,7 @@ class _SegmentWriter:
         self.bytes_by_magic[piece.magic] += n
         self.last_offset = piece.last_offset
 
-    def append_run(self, run: tuple) -> None:  # type: ignore[type-arg]
+    def append_run(self, run: tuple[Any, ...]) -> None:
         """Many pieces at once, converted and indexed by the compiled core's segment walker
         (``SegmentWalker.take_output``, opened at :meth:`IndexBuilder.state`)."""
         data, batches, last_offset, by_magic, offset_entries, time_entries, *index_state = run
@@ -400,7 +400,8 @@ def _carry_on(walker: Any, prev_last: int) -> None:
         walker.enabled = False
 
 
-def _add_bytes(by_magic: dict[str, int], walker: Any) -> None:
+def add_walker_bytes(by_magic: dict[str, int], walker: Any) -> None:
+    """The bytes per format a segment walker consumed, added to a ``{"v0": n, ...}`` count."""
     for magic, n in enumerate(walker.bytes_by_magic()):
         if n:
             by_magic[_label(magic)] = by_magic.get(_label(magic), 0) + n
@@ -470,7 +471,7 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
                 _carry_on(walker, prev_last)
         if walker is not None:
             batches += walker.batches
-            _add_bytes(by_magic, walker)
+            add_walker_bytes(by_magic, walker)
         if fr.trailing_bytes:
             raise TruncatedError(
                 f"{fr.trailing_bytes} trailing bytes after the last complete batch",
@@ -515,7 +516,6 @@ def digest_into(digester: RecordDigester, path: str | os.PathLike[str],
             _feed(digester, walker)
         return moved
 
-    prev_last = base_offset - 1
     for b in fr.batches(skip=None if walker is None else bulk):
         b.ensure_valid()
         digester.add_batch(b)
@@ -523,10 +523,9 @@ def digest_into(digester: RecordDigester, path: str | os.PathLike[str],
         by_magic[label] = by_magic.get(label, 0) + b.size_in_bytes
         if walker is not None:
             # The walker checks offsets only to vouch for a run; the digest takes any order.
-            prev_last = max(walker.prev_last, b.last_offset)
-            _carry_on(walker, prev_last)
+            _carry_on(walker, max(walker.prev_last, b.last_offset))
     if walker is not None:
-        _add_bytes(by_magic, walker)
+        add_walker_bytes(by_magic, walker)
     return fr, by_magic
 
 
