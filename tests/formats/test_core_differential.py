@@ -473,8 +473,10 @@ def test_crcs_of_long_buffers_and_the_check_values() -> None:
     assert compiled is not None
     assert compiled.crc32(b"123456789") == 0xCBF43926
     assert compiled.crc32c(b"123456789") == 0xE3069283
-    blob = bytes(range(256)) * 40
-    for n in (63, 64, 65, 79, 80, 127, 128, 129, 4095, 4096, 10_240):
+    blob = bytes(random.Random(32).getrandbits(8) for _ in range(80_000))
+    # ... and around the CRC-32C lanes: 3 x 256 and 3 x 8192 bytes, joined by shift tables
+    for n in (63, 64, 65, 79, 80, 127, 128, 129, 767, 768, 769, 775, 776, 1543, 1544, 4095, 4096, 10_240,
+              24_575, 24_576, 24_577, 24_583, 25_344, 49_152, 49_920, 79_000):
         assert compiled.crc32(blob[:n]) == zlib.crc32(blob[:n])
         assert compiled.crc32(blob[3 : 3 + n], 77) == zlib.crc32(blob[3 : 3 + n], 77)
         assert compiled.crc32c(blob[1 : 1 + n]) == crc32c.crc32c(blob[1 : 1 + n])

@@ -5,7 +5,8 @@
  * The value passed in and returned is the finished CRC, as zlib.crc32(data, value) and
  * crc32c.crc32c(data, value) take and give it, so calls chain over split buffers.
  *
- * x86-64: CRC-32C with the SSE4.2 crc32 instruction, CRC-32 by carry-less multiplication
+ * x86-64: CRC-32C with the SSE4.2 crc32 instruction (three interleaved lanes joined by shift
+ * tables, so the instruction's latency does not bound it), CRC-32 by carry-less multiplication
  * (PCLMULQDQ folding, Intel's "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ");
  * both chosen at run time from CPUID, so the module runs on any x86-64. Elsewhere, or on CPUs
  * without them, slicing-by-8 tables. Only a C compiler is needed: no zlib headers.
