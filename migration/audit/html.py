@@ -11,6 +11,7 @@ label and attribute value, then marked safe.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemBytecodeCache, FileSystemLoader, StrictUndefined
+from jinja2.bccache import Bucket
 from markupsafe import Markup
 
 from migration.audit.model import RunReport
@@ -329,12 +331,38 @@ def svg_progress(timeline: list[dict[str, Any]], started_at: str) -> Markup:
 # --- page ------------------------------------------------------------------------------------
 
 
-# The template ships inside the package (hatch includes non-Python files of ``migration/``).
+class _CompiledTemplateCache(FileSystemBytecodeCache):
+    """jinja2's cache of compiled templates, in the user's private directory under the system's
+    temporary one (jinja2 creates it mode 0700 and refuses one that another user owns; an entry
+    is keyed by the template's name and a checksum of its source). Compiling the report page
+    costs about 50 ms per process, as much as the rest of a small run's finalize. A cache that
+    cannot be read or written is no cache, never an error: the page is compiled and written."""
+
+    def load_bytecode(self, bucket: Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)  # jinja2 itself resets on a damaged entry
+        except OSError:  # unreadable: compile
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: Bucket) -> None:
+        with contextlib.suppress(OSError):  # not written: the next process compiles again
+            super().dump_bytecode(bucket)
+
+
+def _compiled_template_cache() -> FileSystemBytecodeCache | None:
+    try:
+        return _CompiledTemplateCache()
+    except (OSError, RuntimeError):  # no private temporary directory: compile every time
+        return None
+
+
+# The template ships inside the package (the build includes non-Python files of ``migration/``).
 _ENV = Environment(
     loader=FileSystemLoader(Path(__file__).with_name("templates")),
     autoescape=True,  # every {{ }} is escaped; only Markup built above is trusted
     undefined=StrictUndefined,
     keep_trailing_newline=True,
+    bytecode_cache=_compiled_template_cache(),
 )
 _PAGE = _ENV.get_template("report.html.j2")
 
