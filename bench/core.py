@@ -180,7 +180,7 @@ def _rewrite(path: Path, target: int) -> Callable[[], object]:
             p.unlink()
         if not after.matches(res.digest_before, timestamps=True):
             raise RuntimeError(f"{path}: digest changed by the rewrite")
-        return res.digest_before.content, res.outputs[0].log_sha256
+        return res.digest_before.content, res.outputs[0].log_checksum
 
     return run
 

@@ -37,6 +37,11 @@ class RunDocument(BaseModel):
 
     version: int = Field(default=1, ge=0, description="0: written before documents were versioned")
 
+    def model_post_init(self, context: Any, /) -> None:
+        # A document made here (not read) is of the version this kmigrate writes.
+        if "version" not in self.model_fields_set:
+            self.version = self.VERSION
+
     @classmethod
     def from_json(cls, text: str | bytes, *, path: str | os.PathLike[str] | None = None) -> Self:
         where = f"{path}: " if path is not None else ""

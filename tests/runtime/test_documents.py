@@ -67,6 +67,6 @@ def test_a_unit_journal_of_a_newer_kmigrate_is_refused(tmp_path):
     save_journal(tmp_path, j)
     assert load_journal(tmp_path, "u") == j.model_copy(update={"updated_at": load_journal(tmp_path, "u").updated_at})
     path = tmp_path / "journal" / "u.json"
-    path.write_text(path.read_text().replace('"version": 1', '"version": 7'))
+    path.write_text(path.read_text().replace(f'"version": {UnitJournal.VERSION}', '"version": 7'))
     with pytest.raises(DocumentError, match="unit journal version 7 was written by a newer kmigrate"):
         load_journal(tmp_path, "u")

@@ -4,8 +4,9 @@ Layout: ``<backup root>/<run id>/files/<unit id>/<file name>``, one manifest per
 ``<backup root>/<run id>/manifests/<unit id>.json`` (units may run in parallel Spark tasks, so
 there is no shared file to race on) and, at finalize, ``backup-manifest.json`` joining them.
 Files are hard links where the filesystem allows (instant, no extra space: the replace only
-unlinks the log dir's name), copies otherwise; each entry records size, mtime and SHA-256 (and
-``linked``). The default root is on the log dirs' file system for that reason
+unlinks the log dir's name), copies otherwise; each entry records size, mtime, a checksum with
+its algorithm (BLAKE3 since manifest version 2; SHA-256 in version 1, still verified:
+``common.checksum``) and ``linked``. The default root is on the log dirs' file system for that reason
 (``settings.default_backup_root``); a run whose root is on another one says its backups are
 copies (``runtime.safety.check_backup_root``).
 A unit's manifest also says where the unit lives (log dir, partition, offset range), so a
@@ -18,32 +19,47 @@ directory fsync).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from migration.formats.fileio import atomic_write, fsync_dir
+from migration.migrations.common.checksum import (
+    CURRENT_FILE_CHECKSUM,
+    FileChecksumAlgorithm,
+    file_checksum,
+    file_matches,
+    from_version_1,
+)
 from migration.runtime.documents import RunDocument
 
 MANIFESTS_DIR = "manifests"
 FILES_DIR = "files"
 DISPLACED_DIR = "displaced"
 BACKUP_MANIFEST = "backup-manifest.json"
-MANIFEST_VERSION = 1
-_HASH_CHUNK = 1 << 20
+MANIFEST_VERSION = 2  # 2: checksums name their algorithm (BLAKE3); 1: ``sha256``; 0: no ``place``
 
 
 class BackupFile(BaseModel):
     name: str
     size: int
     mtime_ns: int
-    sha256: str
+    checksum: str
+    checksum_algorithm: FileChecksumAlgorithm = Field(description="sha256 for a version-1 document's ``sha256``")
     linked: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_1(cls, data: Any) -> Any:
+        return from_version_1(data, "sha256", "checksum")
+
+    def matches(self, path: Path) -> bool:
+        """``path`` is this file: same size and checksum."""
+        return file_matches(path, self.size, self.checksum, self.checksum_algorithm)
 
 
 class UnitPlace(BaseModel):
@@ -59,7 +75,8 @@ class UnitPlace(BaseModel):
 
 
 class UnitBackup(RunDocument):
-    """A unit's backup manifest (version 0: written before versioning, without ``place``)."""
+    """A unit's backup manifest (version 0: written before versioning, without ``place``;
+    version 1: SHA-256 checksums in ``sha256``)."""
 
     VERSION: ClassVar[int] = MANIFEST_VERSION
     NAME: ClassVar[str] = "backup manifest"
@@ -75,17 +92,10 @@ def _read_manifest(path: Path) -> UnitBackup:
     return UnitBackup.read(path)  # a newer version is refused by name (runtime/documents.py)
 
 
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb", buffering=0) as f:
-        while chunk := f.read(_HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def fingerprint(path: Path) -> BackupFile:
     st = path.stat()
-    return BackupFile(name=path.name, size=st.st_size, mtime_ns=st.st_mtime_ns, sha256=sha256_file(path))
+    return BackupFile(name=path.name, size=st.st_size, mtime_ns=st.st_mtime_ns,
+                      checksum=file_checksum(path, CURRENT_FILE_CHECKSUM), checksum_algorithm=CURRENT_FILE_CHECKSUM)
 
 
 def run_backup_dir(backup_root: str | os.PathLike[str], run_id: str) -> Path:
@@ -165,13 +175,13 @@ def keep_displaced(backup_root: str | os.PathLike[str], run_id: str, unit_id: st
 
 
 def verify_backup(ub: UnitBackup) -> list[str]:
-    """Problems with a unit's backup: missing files, sizes or SHA-256 that changed."""
+    """Problems with a unit's backup: missing files, sizes or checksums that changed."""
     problems = []
     for f in ub.files:
         p = Path(ub.backup_dir) / f.name
         if not p.exists():
             problems.append(f"{p}: missing")
-        elif p.stat().st_size != f.size or sha256_file(p) != f.sha256:
+        elif not f.matches(p):
             problems.append(f"{p}: content differs from the manifest")
     return problems
 

@@ -5,7 +5,7 @@ written atomically (temporary file, fsync, rename, fsync of the directory) at ea
 a re-run must know about:
 - ``started``: originals fingerprinted and backed up; ``.cleaned`` output may be partial;
 - ``cleaned``: every output file is complete and fsynced, verified (digest), with its
-  SHA-256; from here the replace protocol may be resumed (renames only);
+  checksum; from here the replace protocol may be resumed (renames only);
 - ``done``: replaced; the unit result is recorded, a re-run reports it and does nothing;
 - ``failed``: the input is corrupt or changed; nothing was replaced;
 - ``rolling-back`` / ``rolled-back``: the originals are being / have been swapped back.
@@ -51,8 +51,11 @@ IN_FLIGHT = frozenset({JournalState.STARTED, JournalState.CLEANED, JournalState.
 
 class UnitJournal(RunDocument):
     """One unit's journal; versioned like every run document (a resume may read it with a newer
-    kmigrate: an unknown version is refused, never guessed at)."""
+    kmigrate: an unknown version is refused, never guessed at). Version 2: the originals' and
+    outputs' file checksums name their algorithm (BLAKE3); version 1 holds SHA-256 in ``sha256``
+    / ``log_sha256``, read as such (``common.checksum``)."""
 
+    VERSION: ClassVar[int] = 2
     NAME: ClassVar[str] = "unit journal"
 
     unit_id: str
@@ -102,4 +105,5 @@ def save_journal(run_dir: str | os.PathLike[str], journal: UnitJournal) -> None:
         p.parent.mkdir(parents=True, exist_ok=True)
         fsync_dir(p.parent.parent)
     journal.updated_at = datetime.now(UTC)
+    journal.version = UnitJournal.VERSION  # written in this kmigrate's form, whatever it was read from
     atomic_write(p, journal.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")

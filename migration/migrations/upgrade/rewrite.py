@@ -23,14 +23,13 @@ fit int32 (KAFKA-6264); a converted batch above ``max_message_bytes`` is split i
 from __future__ import annotations
 
 import bisect
-import hashlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from migration.formats import compression as codecs
 from migration.formats import core, names
@@ -51,6 +50,13 @@ from migration.formats.record_batch import build_record_batch, build_single_reco
 from migration.formats.transaction_index import TransactionIndex
 from migration.logdir.findings import FindingCode
 from migration.logdir.validate import batch_offset_problems
+from migration.migrations.common.checksum import (
+    CURRENT_FILE_CHECKSUM,
+    FileChecksumAlgorithm,
+    file_hasher,
+    file_matches,
+    from_version_1,
+)
 from migration.runtime.faults import fault_point, fault_points
 
 INT32_MAX = 2**31 - 1
@@ -89,7 +95,17 @@ class OutputSegment(BaseModel):
     batches: int = 0
     bytes_by_magic: dict[str, int] = Field(default_factory=dict)
     last_offset: int | None = None
-    log_sha256: str = ""
+    log_checksum: str = Field(default="", description="Of the .log, by checksum_algorithm (common.checksum)")
+    checksum_algorithm: FileChecksumAlgorithm = Field(description="sha256 for a version-1 journal's ``log_sha256``")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_1(cls, data: Any) -> Any:
+        return from_version_1(data, "log_sha256", "log_checksum")
+
+    def matches(self, path: Path) -> bool:
+        """``path`` is this output's .log as it was written: same size and checksum."""
+        return file_matches(path, self.size, self.log_checksum, self.checksum_algorithm)
 
 
 class RewriteResult(BaseModel):
@@ -243,7 +259,7 @@ class _SegmentWriter:
         self.txn_index_name = prefix + names.TXN_INDEX_FILE_SUFFIX
         self.path = directory / (self.log_name + names.CLEANED_FILE_SUFFIX)
         self._file: BinaryIO = open(self.path, "wb", buffering=WRITE_BUFFER_SIZE)  # noqa: SIM115
-        self._sha = hashlib.sha256()
+        self._checksum = file_hasher(CURRENT_FILE_CHECKSUM)
         self.indexes = IndexBuilder(base_offset, spec.index_interval_bytes)
         # Plain counters on the hot path; the pydantic document is filled in at close.
         self.size = 0
@@ -256,7 +272,7 @@ class _SegmentWriter:
         n = len(data)
         self.indexes.append(self.size, n, piece.last_offset, piece.max_timestamp)
         self._file.write(data)
-        self._sha.update(data)
+        self._checksum.update(data)
         self.size += n
         self.batches += 1
         self.bytes_by_magic[piece.magic] += n
@@ -268,7 +284,7 @@ class _SegmentWriter:
         data, batches, last_offset, by_magic, offset_entries, time_entries, *index_state = run
         self.indexes.absorb(offset_entries, time_entries, *index_state)
         self._file.write(data)
-        self._sha.update(data)
+        self._checksum.update(data)
         self.size += len(data)
         self.batches += batches
         for magic, n in enumerate(by_magic):
@@ -298,7 +314,8 @@ class _SegmentWriter:
             batches=self.batches,
             bytes_by_magic={_label(m): n for m, n in enumerate(self.bytes_by_magic) if n},
             last_offset=self.last_offset,
-            log_sha256=self._sha.hexdigest(),
+            log_checksum=self._checksum.hexdigest(),
+            checksum_algorithm=CURRENT_FILE_CHECKSUM,
         )
 
 

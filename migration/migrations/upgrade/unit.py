@@ -32,7 +32,6 @@ from migration.migrations.common.backup import (
     link_or_copy,
     load_unit_backup,
     run_backup_dir,
-    sha256_file,
     verify_backup,
 )
 from migration.migrations.common.leader_epoch import ASSIGNED_CODE, EPOCH_BACKUP_DIR, assign_leader_epoch
@@ -104,10 +103,6 @@ def _leader_epochs(partition_dir: Path) -> list[tuple[int, int]]:
     return [(e.epoch, e.start_offset) for e in LeaderEpochCheckpointFile.read(p).entries]
 
 
-def _matches(path: Path, size: int, sha256: str) -> bool:
-    return path.exists() and path.stat().st_size == size and sha256_file(path) == sha256
-
-
 def _unit_result(ctx: UnitContext, j: UnitJournal) -> UnitResult:
     stamping = ctx.options.stamp_v0_with_mtime
     before, after = j.digest_before, j.digest_after
@@ -170,11 +165,11 @@ def _resume_replace(ctx: UnitContext, j: UnitJournal) -> str:
     if any(s in ("cleaned", "swap") for s in states.values()):
         replace_segments(pdir, [o.files for o in j.outputs], j.original_names)
         return "finished"
-    if all(_matches(pdir / o.files[0], o.size, o.log_sha256) for o in j.outputs):
+    if all(o.matches(pdir / o.files[0]) for o in j.outputs):
         replace_segments(pdir, [o.files for o in j.outputs], j.original_names)  # leftover .deleted files
         return "finished"
     log = next(f for f in j.originals if f.name == ctx.log_name)
-    if _matches(pdir / ctx.log_name, log.size, log.sha256):
+    if log.matches(pdir / ctx.log_name):
         return "restart"
     return "changed"
 
@@ -218,7 +213,7 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
                      UnitPlace(log_dir=u.log_dir, broker_id=u.broker_id, topic=u.topic, partition=u.partition,
                                base_offset=ctx.base_offset, next_base_offset=ctx.next_base_offset))
     original_log = next(f for f in ub.files if f.name == ctx.log_name)
-    if previous is not None and not _matches(log, original_log.size, original_log.sha256):
+    if previous is not None and not original_log.matches(log):
         return ctx.failed("the segment changed since its backup; nothing replaced. Restore the originals "
                           f"with: kmigrate rollback {ctx.run_id}; then start a new run", file=str(log),
                           code="SEGMENT_CHANGED")
@@ -285,7 +280,7 @@ def _stage_originals(pdir: Path, j: UnitJournal) -> None:
 
 
 def _originals_in_place(pdir: Path, j: UnitJournal, in_range: list[str]) -> bool:
-    return set(in_range) == set(j.original_names) and all(_matches(pdir / f.name, f.size, f.sha256)
+    return set(in_range) == set(j.original_names) and all(f.matches(pdir / f.name)
                                                          for f in j.originals)
 
 
@@ -337,8 +332,8 @@ def rollback_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
             return ctx.failed("backup unusable: " + "; ".join(problems), code="BACKUP_INVALID")
         # ours: originals as backed up, and output segments whose .log is as this run wrote it
         # (their indexes are derived from it); anything else is kept before it is replaced
-        ours = {f.name for f in j.originals if _matches(pdir / f.name, f.size, f.sha256)}
-        ours |= {n for o in j.outputs if _matches(pdir / o.files[0], o.size, o.log_sha256) for n in o.files}
+        ours = {f.name for f in j.originals if f.matches(pdir / f.name)}
+        ours |= {n for o in j.outputs if o.matches(pdir / o.files[0]) for n in o.files}
         foreign = [n for n in in_range if n not in ours]
         if foreign:
             kept = keep_displaced(ctx.backup_root, ctx.run_id, unit.id, pdir, foreign)
@@ -350,8 +345,7 @@ def rollback_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
         fault_point("rollback-staged")
     states = new_file_states(pdir, j.original_names)
     log = next(f for f in j.originals if f.name == ctx.log_name)
-    if not any(s in ("cleaned", "swap") for s in states.values()) and not _matches(
-            pdir / ctx.log_name, log.size, log.sha256):
+    if not any(s in ("cleaned", "swap") for s in states.values()) and not log.matches(pdir / ctx.log_name):
         _stage_originals(pdir, j)  # Kafka's loader discarded the staged originals
     replace_segments(pdir, [j.original_names], sorted(set(j.displaced) | set(j.output_names)))
     for f in j.originals:

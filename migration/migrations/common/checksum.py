@@ -1,0 +1,70 @@
+"""Whole-file checksums of the files an upgrade backs up and writes.
+
+A unit's backup manifest records a checksum of every original file, and its journal one of
+every output segment's ``.log``. A resume, a rollback and ``verify_backup`` compare the files
+on disk with them, possibly with another kmigrate than the one that wrote them, so each
+checksum names its algorithm:
+
+- ``blake3``: BLAKE3, 256 bits, hex; written since backup manifest and unit journal version 2.
+  It runs at about three times SHA-256's speed here (docs/benchmarks.md, "Hashing the files"),
+  on every byte an upgrade reads and writes.
+- ``sha256``: SHA-256, hex; what version-1 documents hold (their field is named ``sha256`` /
+  ``log_sha256``, without an algorithm). They still verify: a run resumed or rolled back with
+  this kmigrate checks them with SHA-256.
+
+These are integrity checks of files against the tool's own records, not the record digests
+(``formats.digest``), which compare records across formats.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+import blake3
+
+_READ_CHUNK = 1 << 20
+
+
+class FileChecksumAlgorithm(StrEnum):
+    SHA256 = "sha256"
+    BLAKE3 = "blake3"
+
+
+CURRENT_FILE_CHECKSUM = FileChecksumAlgorithm.BLAKE3
+LEGACY_FILE_CHECKSUM = FileChecksumAlgorithm.SHA256  # what a version-1 document's checksum is
+
+
+class FileHasher(Protocol):
+    def update(self, data: Any, /) -> object: ...
+    def hexdigest(self) -> str: ...
+
+
+def file_hasher(algorithm: FileChecksumAlgorithm) -> FileHasher:
+    algorithm = FileChecksumAlgorithm(algorithm)  # ValueError on a name this kmigrate does not know
+    return blake3.blake3() if algorithm is FileChecksumAlgorithm.BLAKE3 else hashlib.sha256()
+
+
+def file_checksum(path: str | os.PathLike[str], algorithm: FileChecksumAlgorithm) -> str:
+    h = file_hasher(algorithm)
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(_READ_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_matches(path: Path, size: int, checksum: str, algorithm: FileChecksumAlgorithm) -> bool:
+    """``path`` exists with this size and checksum (the size first: no read when it differs)."""
+    return path.exists() and path.stat().st_size == size and file_checksum(path, algorithm) == checksum
+
+
+def from_version_1(data: Any, legacy_field: str, field: str) -> Any:
+    """A version-1 document's checksum (``legacy_field``, SHA-256) as ``field`` with its algorithm
+    named, for a pydantic ``mode="before"`` validator; anything else is left as it is."""
+    if isinstance(data, dict) and legacy_field in data and field not in data:
+        data = {k: v for k, v in data.items() if k != legacy_field} | {
+            field: data[legacy_field], "checksum_algorithm": LEGACY_FILE_CHECKSUM.value}
+    return data
