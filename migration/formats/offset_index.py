@@ -17,8 +17,10 @@ share is in :mod:`.index_file`.
 from __future__ import annotations
 
 import bisect
+import operator
 import struct
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from typing import NamedTuple
 
 from migration.formats.errors import CorruptIndexError
@@ -66,10 +68,10 @@ class OffsetIndex(IndexFile):
             self.append(offset, position)
 
     def _load(self, entries: list[tuple[int, int]]) -> None:
-        base = self.base_offset
-        for rel, position in entries:
-            self._offsets.append(base + rel)
-            self._positions.append(position)
+        if entries:
+            rels, positions = zip(*entries, strict=True)
+            self._offsets.extend(map(self.base_offset.__add__, rels))
+            self._positions.extend(positions)
 
     # -- queries -------------------------------------------------------------------------
 
@@ -166,6 +168,11 @@ class OffsetIndex(IndexFile):
 
     def check_order(self) -> None:
         """Offsets strictly increase, positions are non-negative and never decrease."""
+        offsets, positions = self._offsets, self._positions
+        if (not offsets or (offsets[0] >= self.base_offset and positions[0] >= 0)) \
+                and all(map(operator.lt, offsets, islice(offsets, 1, None))) \
+                and all(map(operator.le, positions, islice(positions, 1, None))):
+            return  # the usual case, checked without a Python step per entry; the loop names a fault
         prev_offset, prev_position = None, 0
         for i, (offset, position) in enumerate(zip(self._offsets, self._positions, strict=True)):
             where = i * self.ENTRY_SIZE

@@ -16,8 +16,10 @@ offset equals the base offset.
 from __future__ import annotations
 
 import bisect
+import operator
 import struct
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from typing import NamedTuple
 
 from migration.formats.errors import CorruptIndexError
@@ -67,10 +69,10 @@ class TimeIndex(IndexFile):
                 )
 
     def _load(self, entries: list[tuple[int, int]]) -> None:
-        base = self.base_offset
-        for timestamp, rel in entries:
-            self._timestamps.append(timestamp)
-            self._offsets.append(base + rel)
+        if entries:
+            timestamps, rels = zip(*entries, strict=True)
+            self._timestamps.extend(timestamps)
+            self._offsets.extend(map(self.base_offset.__add__, rels))
 
     # -- queries -------------------------------------------------------------------------
 
@@ -191,6 +193,11 @@ class TimeIndex(IndexFile):
 
     def check_order(self) -> None:
         """Timestamps strictly increase, offsets never decrease nor precede the base offset."""
+        timestamps, offsets = self._timestamps, self._offsets
+        if (not offsets or offsets[0] >= self.base_offset) \
+                and all(map(operator.lt, timestamps, islice(timestamps, 1, None))) \
+                and all(map(operator.le, offsets, islice(offsets, 1, None))):
+            return  # the usual case, checked without a Python step per entry; the loop names a fault
         prev: TimestampOffset | None = None
         for i, (timestamp, offset) in enumerate(zip(self._timestamps, self._offsets, strict=True)):
             where = i * self.ENTRY_SIZE

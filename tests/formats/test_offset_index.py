@@ -212,3 +212,34 @@ def test_extend_checks_the_ends() -> None:
         idx.extend([160, 170, 100 + 2**31], [50, 60, 70])  # the last does not fit int32
     with pytest.raises(ValueError):
         idx.extend([160, 170, 180], [50, 60, 2**31])
+
+
+def _first_order_fault(base: int, entries: list[tuple[int, int]]) -> int | None:
+    """The byte position check_order must name (None: in order), written out entry by entry."""
+    prev_offset, prev_position = None, 0
+    for i, (rel, position) in enumerate(entries):
+        offset = base + rel
+        if offset < base or (prev_offset is not None and offset <= prev_offset):
+            return i * 8
+        if position < prev_position:
+            return i * 8 + 4
+        prev_offset, prev_position = offset, position
+    return None
+
+
+@given(st.lists(st.tuples(st.integers(-2, 40), st.integers(-2, 40)), max_size=8))
+def test_check_order_names_the_first_fault(entries: list[tuple[int, int]]) -> None:
+    """The order check's whole-list fast path and its entry loop agree: in order, or the first
+    fault's position."""
+    data = b"".join(struct.pack(">ii", r, p) for r, p in entries)
+    # what is read: up to the preallocated tail (the first entry after the first with offset 0)
+    entries = entries[: next((i for i, (r, _) in enumerate(entries) if i and r == 0), len(entries))]
+    expected = _first_order_fault(1000, entries)
+    index = OffsetIndex.from_bytes(data, 1000, strict=False)  # Kafka's sanity check aside
+    if expected is None:
+        index.check_order()
+        assert [tuple(e) for e in index] == [(1000 + r, p) for r, p in entries]
+    else:
+        with pytest.raises(CorruptIndexError) as e:
+            index.check_order()
+        assert e.value.position == expected

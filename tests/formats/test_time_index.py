@@ -177,3 +177,36 @@ def test_extend_checks_the_ends() -> None:
         idx.extend([5_000, 7_000, 8_000], [160, 170, 180])  # a timestamp that would not be appended
     with pytest.raises(IndexOffsetOverflowError):
         idx.extend([6_000, 7_000, 8_000], [160, 170, 100 + 2**31])
+
+
+def _first_order_fault(base: int, entries: list[tuple[int, int]]) -> int | None:
+    """The byte position check_order must name (None: in order), written out entry by entry."""
+    prev: tuple[int, int] | None = None
+    for i, (timestamp, rel) in enumerate(entries):
+        offset = base + rel
+        if offset < base:
+            return i * 12 + 8
+        if prev is not None and timestamp <= prev[0]:
+            return i * 12
+        if prev is not None and offset < prev[1]:
+            return i * 12 + 8
+        prev = (timestamp, offset)
+    return None
+
+
+@given(st.lists(st.tuples(st.integers(-2, 40), st.integers(-2, 40)), max_size=8))
+def test_check_order_names_the_first_fault(entries: list[tuple[int, int]]) -> None:
+    """The order check's whole-list fast path and its entry loop agree: in order, or the first
+    fault's position."""
+    data = b"".join(struct.pack(">qi", t, r) for t, r in entries)
+    # what is read: up to the preallocated tail (the first entry after the first with offset 0)
+    entries = entries[: next((i for i, (_, r) in enumerate(entries) if i and r == 0), len(entries))]
+    expected = _first_order_fault(1000, entries)
+    index = TimeIndex.from_bytes(data, 1000, strict=False)  # Kafka's sanity check aside
+    if expected is None:
+        index.check_order()
+        assert [tuple(e) for e in index] == [(t, 1000 + r) for t, r in entries]
+    else:
+        with pytest.raises(CorruptIndexError) as e:
+            index.check_order()
+        assert e.value.position == expected
