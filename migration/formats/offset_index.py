@@ -20,7 +20,7 @@ import bisect
 import operator
 import struct
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice
+from itertools import chain, islice, repeat
 from typing import NamedTuple
 
 from migration.formats.errors import CorruptIndexError
@@ -197,8 +197,7 @@ class OffsetIndex(IndexFile):
 
     def to_bytes(self) -> bytes:
         """The trimmed file: entries x 8 bytes."""
-        out = bytearray(len(self) * self.ENTRY_SIZE)
-        base = self.base_offset
-        for i, (offset, position) in enumerate(zip(self._offsets, self._positions, strict=True)):
-            _ENTRY.pack_into(out, i * self.ENTRY_SIZE, offset - base, position)
-        return bytes(out)
+        # One pack of every field (_ENTRY's layout, repeated): no Python step per entry.
+        relative = map(operator.sub, self._offsets, repeat(self.base_offset))
+        fields = chain.from_iterable(zip(relative, self._positions, strict=True))
+        return struct.pack(f"{_ENTRY.format[0]}{len(self) * _ENTRY.format[1:]}", *fields)
