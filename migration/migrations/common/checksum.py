@@ -6,8 +6,8 @@ on disk with them, possibly with another kmigrate than the one that wrote them, 
 checksum names its algorithm:
 
 - ``blake3``: BLAKE3, 256 bits, hex; written since backup manifest and unit journal version 2.
-  It runs at about three times SHA-256's speed here (docs/benchmarks.md, "Hashing the files"),
-  on every byte an upgrade reads and writes.
+  It runs at about three times SHA-256's speed here (docs/benchmarks.md, "Hashing the files,
+  CRC-32C lanes and fixed costs"), and an upgrade hashes every byte it reads and writes.
 - ``sha256``: SHA-256, hex; what version-1 documents hold (their field is named ``sha256`` /
   ``log_sha256``, without an algorithm). They still verify: a run resumed or rolled back with
   this kmigrate checks them with SHA-256.
