@@ -23,12 +23,13 @@ Benchmarks (names for ``--only``; all but ``spark`` by default with ``--quick``)
             ``cp -a`` of the cluster: report only
   kp-mix    the mixed legacy subset (a batch-aligned prefix of the first segment of every legacy
             topic, in a log dir of its own): full inline upgrade vs the kafka-python converter
-            (bench/kafka_python_converter.py) on the same files   target >= 4x (v1), >= 2.5x (v2)
+            (bench/kafka_python_converter.py) on the same files, each side the median of 3 runs
+                                                                   target >= 4x (v1), >= 2.5x (v2)
             ceiling: kafka-python seconds / codec floor seconds of the subset; the unit's core
             (``rewrite_segment`` + read-back digest) and the floor: report only
   kp-plain  uncompressed legacy segments (bench.core's v0-plain, and v1-plain for --to v2) in a
-            log dir: full inline upgrade vs the kafka-python converter  target >= 10x (no codec:
-            no ceiling)
+            log dir: full inline upgrade vs the kafka-python converter, each side the median of 3
+            runs                         target >= 10x (no codec: the durable write is the ceiling)
   spark     the upgrade --to v2 of the sample cluster with the Spark engine, local[2] vs
             local[1], each on a fresh copy, Spark's start included      target >= 1.7x local[1]
             ceiling: Amdahl's bound from local[1]'s serial part (everything outside the units
@@ -45,6 +46,7 @@ Benchmarks (names for ``--only``; all but ``spark`` by default with ``--quick``)
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -68,6 +70,9 @@ VALIDATE_FLOOR = 0.8  # deep validation, x its decompression floor
 UPGRADE_FLOOR = 0.6  # full upgrade of the sample mix, x its codec floor
 KP_MIX = {"v1": 4.0, "v2": 2.5}  # full upgrade of the mixed legacy subset, x kafka-python
 KP_PLAIN = 10.0  # full upgrade of uncompressed legacy segments, x kafka-python
+# The kafka-python rows time a third of a second to a few seconds: each side is the median of
+# this many runs (each upgrade on a fresh copy of its log dir), so one slow run moves neither.
+KP_REPEATS = 3
 SPARK_SPEEDUP = 1.7  # local[2] over local[1]
 V2_VS_PYTHON = 25.0  # deep validation of uncompressed v2, compiled core x Python core
 V2_MB_S = 1000.0  # the same, MB/s on one core
@@ -89,6 +94,29 @@ def _child(args: list[str]) -> dict[str, Any]:
     if res.returncode != 0:
         raise RuntimeError(f"{args[:3]} failed: {res.stderr[-2000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def _median_child(args: list[str], n: int, before: Callable[[], object] | None = None) -> dict[str, Any]:
+    """The child run of median ``seconds`` among ``n`` (its whole document, so that its other
+    figures belong to it), with every run's seconds in ``runs_s``. ``before`` runs before each
+    (a fresh copy of the log dir for an upgrade), then ``sync``: no run starts with the dirty
+    pages of another."""
+    done = []
+    for _ in range(n):
+        if before is not None:
+            before()
+            subprocess.run(["sync"], check=True)
+        done.append(_child(args))
+    done.sort(key=lambda r: r["seconds"])
+    return done[len(done) // 2] | {"runs_s": [round(r["seconds"], 4) for r in done]}
+
+
+def _fresh_log_dir(log_dir: Path, backups: Path, partitions: dict[str, list[tuple[Path, int | None]]],
+                   files_from: dict[str, Path] | None = None) -> int:
+    from bench.logdir import make_log_dir
+
+    shutil.rmtree(backups, ignore_errors=True)
+    return make_log_dir(log_dir, partitions, partition_files_from=files_from)
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -211,6 +239,7 @@ def _upgrade_row(name: str, up: dict[str, Any], nbytes: int) -> Row:
           + f"; prepare {ph.get('prepare', 0):.3f}s, units {ph.get('units', 0):.3f}s, "
           f"finalize {ph.get('finalize', 0):.3f}s", flush=True)
     return _row(name, up["seconds"], nbytes, up["records_rewritten"], bytes_rewritten=up["bytes_rewritten"],
+                **({"runs_s": up["runs_s"]} if "runs_s" in up else {}),
                 peak_rss_mb=round(up["peak_rss_mb"], 1), phases=up["phases"])
 
 
@@ -285,7 +314,6 @@ def _kp_subset(cluster: Path, limit: int) -> list[tuple[Path, int]]:
 
 def bench_kp_mix(cluster: Path, kp_bytes: int, repeats: int) -> list[Row]:
     """Mixed legacy subset: the full inline upgrade against the kafka-python converter."""
-    from bench.logdir import make_log_dir
 
     rows: list[Row] = []
     subset = _kp_subset(cluster, kp_bytes)
@@ -295,20 +323,20 @@ def bench_kp_mix(cluster: Path, kp_bytes: int, repeats: int) -> list[Row]:
         backups = base / "backups"
         shutil.rmtree(base, ignore_errors=True)
         # One partition dir per source partition: the rewrite reads the base offset from the name.
-        nbytes = make_log_dir(log_dir, {p.parent.name: [(p, n)] for p, n in subset},
-                              partition_files_from={p.parent.name: p.parent for p, _ in subset})
+        fresh = functools.partial(_fresh_log_dir, log_dir, backups, {p.parent.name: [(p, n)] for p, n in subset},
+                                  {p.parent.name: p.parent for p, _ in subset})
+        nbytes = fresh()
         copies = [str(log_dir / p.parent.name / p.name) for p, _ in subset]
         # Baseline, then the unit's core, then the floor, on the same copies (none changes them),
-        # and the upgrade last (it rewrites them in place).
-        kp = _child(["-m", "bench.kafka_python_converter", target, str(base / "kp-out"), *copies])
+        # and the upgrade last (it rewrites them in place: a fresh copy for each run).
+        kp = _median_child(["-m", "bench.kafka_python_converter", target, str(base / "kp-out"), *copies], KP_REPEATS)
         core = _child(["-m", "bench.workers", "rewrite", target, *copies])
         floor = _child(["-m", "bench.codec_floor", "--repeat", str(repeats), target, *copies])
-        subprocess.run(["sync"], check=True)  # the upgrade fsyncs: start it without the converter's dirty pages
-        up = _child(["-m", "bench.workers", "upgrade", target, str(backups), str(log_dir)])
+        up = _median_child(["-m", "bench.workers", "upgrade", target, str(backups), str(log_dir)], KP_REPEATS, fresh)
         print(f"  codec floor --to {target} (subset): {floor['seconds']:.3f}s over {floor['wrappers']} wrappers, "
               f"by codec {floor['by_codec']}", flush=True)
-        kp_row = _info(_row(f"kafka-python converter --to {target} (baseline, mixed legacy subset)",
-                            kp["seconds"], kp["bytes"], kp["records"]))
+        kp_row = _info(_row(f"kafka-python converter --to {target} (baseline, mixed legacy subset), median of "
+                            f"{KP_REPEATS}", kp["seconds"], kp["bytes"], kp["records"], runs_s=kp["runs_s"]))
         core_row = _row(f"rewrite_segment + read-back digest --to {target} (same subset)",
                         core["seconds"], core["bytes"], core["records"])
         core_row = _info(core_row, f"{kp['seconds'] / core['seconds']:.2f}x kafka-python")
@@ -325,7 +353,8 @@ def bench_kp_mix(cluster: Path, kp_bytes: int, repeats: int) -> list[Row]:
                           else "no wrapper to recompress: no ceiling")
         if ceiling is None:
             floor_row["mb_s"] = None
-        row = _upgrade_row(f"upgrade --to {target} (inline engine, same subset in a log dir)", up, nbytes)
+        row = _upgrade_row(f"upgrade --to {target} (inline engine, same subset in a log dir), median of {KP_REPEATS}",
+                           up, nbytes)
         r = kp["seconds"] / up["seconds"]
         dw_row, dw_s = _durable_write(up, [Path(c) for c in copies], f"kp-mix-{target}")
         up_ceiling = kp["seconds"] / (floor["seconds"] + _readback_s(floor) + dw_s)
@@ -339,7 +368,6 @@ def bench_kp_mix(cluster: Path, kp_bytes: int, repeats: int) -> list[Row]:
 def bench_kp_plain(size: int) -> list[Row]:
     """Uncompressed legacy segments: the full inline upgrade against the kafka-python converter."""
     from bench import core as core_bench
-    from bench.logdir import make_log_dir
 
     segs = core_bench.segments(size, ("v0-plain", "v1-plain"))
     rows: list[Row] = []
@@ -348,15 +376,18 @@ def bench_kp_plain(size: int) -> list[Row]:
         base = OUT / f"kp-plain-{target}"
         log_dir = base / "kafka-logs"
         shutil.rmtree(base, ignore_errors=True)
-        nbytes = make_log_dir(log_dir, {f"plain-{k.split('-')[0]}-0": [(segs[k], None)] for k in kinds})
+        fresh = functools.partial(_fresh_log_dir, log_dir, base / "backups",
+                                  {f"plain-{k.split('-')[0]}-0": [(segs[k], None)] for k in kinds})
+        nbytes = fresh()
         copies = [str(p) for p in sorted(log_dir.glob("*/*.log"))]
         label = " + ".join(f"{size >> 20} MiB {k.split('-')[0]}" for k in kinds)
-        kp = _child(["-m", "bench.kafka_python_converter", target, str(base / "kp-out"), *copies])
-        subprocess.run(["sync"], check=True)  # the upgrade fsyncs: start it without the converter's dirty pages
-        up = _child(["-m", "bench.workers", "upgrade", target, str(base / "backups"), str(log_dir)])
-        kp_row = _info(_row(f"kafka-python converter --to {target} (baseline, uncompressed {label})",
-                            kp["seconds"], kp["bytes"], kp["records"]))
-        row = _upgrade_row(f"upgrade --to {target} (inline engine, same segments in a log dir)", up, nbytes)
+        kp = _median_child(["-m", "bench.kafka_python_converter", target, str(base / "kp-out"), *copies], KP_REPEATS)
+        up = _median_child(["-m", "bench.workers", "upgrade", target, str(base / "backups"), str(log_dir)],
+                           KP_REPEATS, fresh)
+        kp_row = _info(_row(f"kafka-python converter --to {target} (baseline, uncompressed {label}), median of "
+                            f"{KP_REPEATS}", kp["seconds"], kp["bytes"], kp["records"], runs_s=kp["runs_s"]))
+        row = _upgrade_row(f"upgrade --to {target} (inline engine, same segments in a log dir), median of "
+                           f"{KP_REPEATS}", up, nbytes)
         r = kp["seconds"] / up["seconds"]
         # Uncompressed: no codec work; what bounds any upgrade is writing its outputs durably.
         dw_row, dw_s = _durable_write(up, [Path(c) for c in copies], f"kp-plain-{target}")
