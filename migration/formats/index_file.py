@@ -6,9 +6,11 @@ crash-safe write. :mod:`.offset_index` and :mod:`.time_index` give the entry lay
 
 from __future__ import annotations
 
+import operator
 import struct
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import ClassVar, Self
 
 from migration.formats.errors import InvalidFileNameError
@@ -39,6 +41,12 @@ def relative_offset(base_offset: int, offset: int) -> int:
             f"offset {offset} cannot be stored relative to base offset {base_offset}"
         )
     return rel
+
+
+def ascending(values: Sequence[int], *, strictly: bool) -> bool:
+    """Each value above (``strictly``) or at least its predecessor, checked without a Python
+    step per value: the order checks' usual case (their entry loops only name a fault)."""
+    return all(map(operator.lt if strictly else operator.le, values, islice(values, 1, None)))
 
 
 def check_base_offset(base_offset: int) -> None:

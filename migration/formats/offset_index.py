@@ -20,7 +20,7 @@ import bisect
 import operator
 import struct
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain, islice, repeat
+from itertools import chain, repeat
 from typing import NamedTuple
 
 from migration.formats.errors import CorruptIndexError
@@ -29,6 +29,7 @@ from migration.formats.index_file import (
     IndexFile,
     IndexFullError,
     InvalidOffsetError,
+    ascending,
     relative_offset,
 )
 from migration.formats.names import INDEX_FILE_SUFFIX
@@ -170,9 +171,8 @@ class OffsetIndex(IndexFile):
         """Offsets strictly increase, positions are non-negative and never decrease."""
         offsets, positions = self._offsets, self._positions
         if (not offsets or (offsets[0] >= self.base_offset and positions[0] >= 0)) \
-                and all(map(operator.lt, offsets, islice(offsets, 1, None))) \
-                and all(map(operator.le, positions, islice(positions, 1, None))):
-            return  # the usual case, checked without a Python step per entry; the loop names a fault
+                and ascending(offsets, strictly=True) and ascending(positions, strictly=False):
+            return
         prev_offset, prev_position = None, 0
         for i, (offset, position) in enumerate(zip(self._offsets, self._positions, strict=True)):
             where = i * self.ENTRY_SIZE

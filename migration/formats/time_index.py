@@ -16,14 +16,18 @@ offset equals the base offset.
 from __future__ import annotations
 
 import bisect
-import operator
 import struct
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice
 from typing import NamedTuple
 
 from migration.formats.errors import CorruptIndexError
-from migration.formats.index_file import IndexFile, IndexFullError, InvalidOffsetError, relative_offset
+from migration.formats.index_file import (
+    IndexFile,
+    IndexFullError,
+    InvalidOffsetError,
+    ascending,
+    relative_offset,
+)
 from migration.formats.names import TIME_INDEX_FILE_SUFFIX
 
 NO_TIMESTAMP = -1
@@ -195,9 +199,8 @@ class TimeIndex(IndexFile):
         """Timestamps strictly increase, offsets never decrease nor precede the base offset."""
         timestamps, offsets = self._timestamps, self._offsets
         if (not offsets or offsets[0] >= self.base_offset) \
-                and all(map(operator.lt, timestamps, islice(timestamps, 1, None))) \
-                and all(map(operator.le, offsets, islice(offsets, 1, None))):
-            return  # the usual case, checked without a Python step per entry; the loop names a fault
+                and ascending(timestamps, strictly=True) and ascending(offsets, strictly=False):
+            return
         prev: TimestampOffset | None = None
         for i, (timestamp, offset) in enumerate(zip(self._timestamps, self._offsets, strict=True)):
             where = i * self.ENTRY_SIZE

@@ -3,12 +3,13 @@ and a damaged or unusable cache is compiled around, never an error."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemBytecodeCache, FileSystemLoader, StrictUndefined
 
 from migration.audit import html as report_html
 from migration.audit.model import RunReport
@@ -64,3 +65,17 @@ def test_a_cache_that_cannot_be_written_is_no_cache(report: RunReport, tmp_path:
     monkeypatch.setattr(report_html, "_PAGE", _env(cache).get_template("report.html.j2"))
     assert report_html.render_html(report) == expected
     assert not (tmp_path / "not-a-directory").exists()
+
+
+def test_a_cache_that_cannot_be_read_is_no_cache(report: RunReport, tmp_path: Path, monkeypatch) -> None:
+    """An I/O error reading an entry (jinja2 itself passes only a missing file or a refused open)."""
+    expected = report_html.render_html(report)
+    cache = report_html._CompiledTemplateCache(str(tmp_path))
+    _env(cache).get_template("report.html.j2")  # an entry is written
+
+    def unreadable(self, bucket) -> None:  # noqa: ANN001
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(FileSystemBytecodeCache, "load_bytecode", unreadable)
+    monkeypatch.setattr(report_html, "_PAGE", _env(cache).get_template("report.html.j2"))
+    assert report_html.render_html(report) == expected
