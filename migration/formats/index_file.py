@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import operator
 import struct
+import sys
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from array import array
+from collections.abc import Sequence
 from itertools import islice
 from typing import ClassVar, Self
 
@@ -54,23 +56,47 @@ def check_base_offset(base_offset: int) -> None:
         raise ValueError(f"base offset {base_offset} is not a non-negative int64")
 
 
-def preallocated_entry_count(data_len: int, entry_size: int, relative_offsets: Iterable[int]) -> int:
+def preallocated_entry_count(data_len: int, entry_size: int, relative_offsets: Sequence[int]) -> int:
     """Entries before the zero-filled preallocated tail (kafka-dump-log's rule: stop at the
     first entry i > 0 whose relative offset is 0)."""
-    for i, rel in enumerate(relative_offsets):
-        if i > 0 and rel == 0:
-            return i
-    return data_len // entry_size
+    try:
+        return relative_offsets.index(0, 1)
+    except ValueError:
+        return data_len // entry_size
+
+
+# array typecodes of the signed integers of 4 and 8 bytes (C's int and long long here)
+_SIGNED = {array(code).itemsize: code for code in ("q", "l", "i")}
+
+
+def entry_columns(data: memoryview, fields: Sequence[tuple[int, int]], entry_size: int) -> list[list[int]]:
+    """The fields of a flat array of big-endian entries, one list of ints per field, without
+    a Python step per entry: each field's bytes are gathered with strided slices and read as
+    one array of signed integers. ``fields`` are (offset in the entry, length) pairs;
+    ``data`` holds whole entries."""
+    n = len(data) // entry_size
+    columns = []
+    for offset, length in fields:
+        packed = bytearray(length * n)
+        for j in range(length):
+            packed[j::length] = data[offset + j :: entry_size]
+        values = array(_SIGNED[length], packed)
+        if sys.byteorder == "little":
+            values.byteswap()
+        columns.append(values.tolist())
+    return columns
 
 
 class IndexFile(ABC):
     """What the offset and time index share, as Kafka's ``AbstractIndex`` does: fixed-size
     entries relative to the segment's base offset, a preallocated zero-filled tail recognised
     on read, the file length for the sanity checks, and the trimmed crash-safe write.
-    Subclasses give ``ENTRY``, ``FILE_SUFFIX``, ``OFFSET_FIELD`` (where the relative offset is
-    in an unpacked entry) and ``_load``."""
+    Subclasses give ``ENTRY``, ``FIELDS`` (each field's offset and length in an entry, in
+    ``ENTRY``'s order), ``FILE_SUFFIX``, ``OFFSET_FIELD`` (where the relative offset is in an
+    unpacked entry) and ``_load``."""
 
     ENTRY: ClassVar[struct.Struct]
+    FIELDS: ClassVar[tuple[tuple[int, int], ...]]
     ENTRY_SIZE: ClassVar[int]
     FILE_SUFFIX: ClassVar[str]
     OFFSET_FIELD: ClassVar[int]
@@ -99,10 +125,11 @@ class IndexFile(ABC):
         index.path = None if path is None else str(path)
         index.file_length = len(view)
         whole = view[: len(view) - len(view) % cls.ENTRY_SIZE]
-        unpacked = list(cls.ENTRY.iter_unpack(whole))
-        count = preallocated_entry_count(len(whole), cls.ENTRY_SIZE, (e[cls.OFFSET_FIELD] for e in unpacked))
-        index.ignored_tail_entries = len(unpacked) - count
-        index._load(unpacked[:count])
+        columns = entry_columns(whole, cls.FIELDS, cls.ENTRY_SIZE)
+        total = len(whole) // cls.ENTRY_SIZE
+        count = preallocated_entry_count(len(whole), cls.ENTRY_SIZE, columns[cls.OFFSET_FIELD])
+        index.ignored_tail_entries = total - count
+        index._load([c[:count] if count < total else c for c in columns])
         if strict:
             index.sanity_check()
             index.check_order()
@@ -116,7 +143,12 @@ class IndexFile(ABC):
                               strict=strict)
 
     @abstractmethod
-    def _load(self, entries: list[tuple[int, int]]) -> None: ...
+    def _load(self, columns: list[list[int]]) -> None:
+        """Take the entries read from a file: one list per field, in ``FIELDS`` order."""
+
+    @abstractmethod
+    def pairs(self) -> list[tuple[int, int]]:
+        """The entries as plain tuples in the file's field order, the offset absolute."""
 
     @abstractmethod
     def sanity_check(self) -> None: ...

@@ -52,6 +52,7 @@ class OffsetIndex(IndexFile):
     """The offset index of one segment: sorted (absolute offset, position) entries."""
 
     ENTRY = _ENTRY
+    FIELDS = ((RELATIVE_OFFSET_OFFSET, RELATIVE_OFFSET_LENGTH), (POSITION_OFFSET, POSITION_LENGTH))
     ENTRY_SIZE = ENTRY_SIZE
     FILE_SUFFIX = INDEX_FILE_SUFFIX
     OFFSET_FIELD = 0
@@ -68,11 +69,14 @@ class OffsetIndex(IndexFile):
         for offset, position in entries:
             self.append(offset, position)
 
-    def _load(self, entries: list[tuple[int, int]]) -> None:
-        if entries:
-            rels, positions = zip(*entries, strict=True)
-            self._offsets.extend(map(self.base_offset.__add__, rels))
-            self._positions.extend(positions)
+    def _load(self, columns: list[list[int]]) -> None:
+        rels, positions = columns
+        self._offsets.extend(map(self.base_offset.__add__, rels) if self.base_offset else rels)
+        self._positions.extend(positions)
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """(offset, position) of every entry."""
+        return list(zip(self._offsets, self._positions, strict=True))
 
     # -- queries -------------------------------------------------------------------------
 

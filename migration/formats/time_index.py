@@ -52,6 +52,7 @@ class TimeIndex(IndexFile):
     """The time index of one segment."""
 
     ENTRY = _ENTRY
+    FIELDS = ((TIMESTAMP_OFFSET, TIMESTAMP_LENGTH), (RELATIVE_OFFSET_OFFSET, RELATIVE_OFFSET_LENGTH))
     ENTRY_SIZE = ENTRY_SIZE
     FILE_SUFFIX = TIME_INDEX_FILE_SUFFIX
     OFFSET_FIELD = 1
@@ -72,11 +73,14 @@ class TimeIndex(IndexFile):
                     f"entry ({timestamp}, {offset}) does not increase the timestamp of the last entry"
                 )
 
-    def _load(self, entries: list[tuple[int, int]]) -> None:
-        if entries:
-            timestamps, rels = zip(*entries, strict=True)
-            self._timestamps.extend(timestamps)
-            self._offsets.extend(map(self.base_offset.__add__, rels))
+    def _load(self, columns: list[list[int]]) -> None:
+        timestamps, rels = columns
+        self._timestamps.extend(timestamps)
+        self._offsets.extend(map(self.base_offset.__add__, rels) if self.base_offset else rels)
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """(timestamp, offset) of every entry."""
+        return list(zip(self._timestamps, self._offsets, strict=True))
 
     # -- queries -------------------------------------------------------------------------
 
