@@ -1148,11 +1148,16 @@ def lz4_compress(data, int magic):
         PyBuffer_Release(&b)
 
 
+# gzip goes straight to compression.py's active reader and writer, looked up at each call
+# (tests swap them): what its decompress and compress dispatch to for gzip, without building
+# the Compression member on every wrapper.
 cdef object codec_decompress(int codec, object data, int magic):
     if codec == 2:
         return snappy_decompress(data)
     if codec == 3:
         return lz4_decompress(data, magic)
+    if codec == 1:
+        return _codecs.gzip_decompress(data)
     return _codecs.decompress(_codecs.Compression(codec), data, magic)
 
 
@@ -1161,6 +1166,8 @@ cdef object codec_compress(int codec, object data, int magic):
         return snappy_compress(data)
     if codec == 3:
         return lz4_compress(data, magic)
+    if codec == 1:
+        return _codecs.gzip_compress(data)
     return _codecs.compress(_codecs.Compression(codec), data, magic)
 
 
