@@ -33,6 +33,13 @@ compressed v2 batch. This mode times only that, with the same function the valid
 before the timed loop. Same JSON, ``wrappers`` counting the legacy wrappers and ``batches``
 the v2 batches (``payloads`` both); no compress times.
 
+``python -m bench.codec_floor [--repeat N] kept TARGET SEGMENT...``: the decompression floor of
+the compressed legacy wrappers an upgrade to TARGET keeps as they are (``v1``: the magic-1
+wrappers; ``v2``: none). The upgrade cannot leave them compressed and unread: the report counts
+the records of every segment, also of those it does not rewrite, and a wrapper's record count
+is inside its compressed value (a v2 batch says it in its header); a rewritten segment's digest
+reads the wrappers it copies as well. Same JSON as ``decompress``.
+
 ``--repeat N``: the codec loop of each segment runs N times and the median pass counts
 (``repeats`` in the output); one pass by default.
 """
@@ -66,12 +73,15 @@ def wrapper_values(segment: Path, target: int) -> list[tuple[Compression, int, b
     return out
 
 
-def compressed_payloads(segment: Path) -> list[tuple[Compression, int, bytes]]:
+def compressed_payloads(segment: Path, kept_from: int | None = None) -> list[tuple[Compression, int, bytes]]:
     """(codec, magic, compressed bytes) of every compressed payload deep validation decompresses:
-    v0/v1 wrapper values and v2 records regions."""
+    v0/v1 wrapper values and v2 records regions. With ``kept_from`` (a target magic), only the
+    legacy wrappers that target keeps as they are (magic ``kept_from`` and above)."""
     out: list[tuple[Compression, int, bytes]] = []
     for b in FileRecords(segment).batches():
         if not b.is_compressed:
+            continue
+        if kept_from is not None and (not isinstance(b, LegacyBatch) or b.magic < kept_from):
             continue
         if isinstance(b, LegacyBatch):
             _, value, _ = b._key_value()
@@ -145,15 +155,16 @@ def _recompress_one(target: int) -> Callable[[Payload, Detail], None]:
     return one
 
 
-def decompress_floor(segments: list[str], repeats: int = 1) -> dict[str, object]:
-    """Seconds of decompressing every compressed payload of ``segments`` once (see the module)."""
+def decompress_floor(segments: list[str], repeats: int = 1, kept_from: int | None = None) -> dict[str, object]:
+    """Seconds of decompressing every compressed payload of ``segments`` once (see the module);
+    with ``kept_from``, only the legacy wrappers an upgrade to that magic keeps (``kept`` mode)."""
     detail: Detail = {}
     seconds = 0.0
     size = wrappers = batches = 0
     for seg in segments:
         p = Path(seg)
         size += p.stat().st_size
-        payloads = compressed_payloads(p)  # untimed: reading and walking the batches
+        payloads = compressed_payloads(p, kept_from)  # untimed: reading and walking the batches
         s, d = _median_pass(payloads, _decompress_one, repeats)
         seconds += s
         _merge(detail, d)
@@ -217,6 +228,9 @@ def main(argv: list[str]) -> None:
         argv = argv[:i] + argv[i + 2 :]
     if argv and argv[0] == "decompress":
         print(json.dumps(decompress_floor(argv[1:], repeats)))
+        return
+    if argv and argv[0] == "kept":
+        print(json.dumps(decompress_floor(argv[2:], repeats, kept_from=int(argv[1].lstrip("v")))))
         return
     target = int(argv[0].lstrip("v"))
     if target not in (1, 2):
