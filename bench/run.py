@@ -194,12 +194,19 @@ def _durable_write(up: dict[str, Any], sources: list[Path], name: str) -> tuple[
     return row, float(dw["seconds"])
 
 
-def _kept_floor(target: str, segments: list[str], repeats: int) -> dict[str, Any]:
+def _kept_floor(target: str, segments: list[str], repeats: int, nbytes: int, where: str) -> tuple[Row, float]:
     """The decompression floor of the compressed legacy wrappers ``target`` keeps as they are
-    (bench.codec_floor ``kept``): the upgrade reads them to count their records for the report
-    (a wrapper's count is inside its compressed value) or, in a rewritten segment, to digest
-    them; none for v2 (a v2 batch's header gives its count)."""
-    return _child(["-m", "bench.codec_floor", "--repeat", str(repeats), "kept", target, *segments])
+    (bench.codec_floor ``kept``), its row and seconds: the upgrade reads them to count their
+    records for the report (a wrapper's count is inside its compressed value) or, in a
+    rewritten segment, to digest them; none for v2 (a v2 batch's header gives its count)."""
+    kept = _child(["-m", "bench.codec_floor", "--repeat", str(repeats), "kept", target, *segments])
+    seconds = float(kept["seconds"])
+    row = _info(_row(f"decompression floor of the {kept['wrappers']} compressed wrappers --to {target} keeps "
+                     f"({where})", max(seconds, 1e-9), nbytes, wrappers=kept["wrappers"], by_codec=kept["by_codec"]),
+                "baseline, part of the ceiling")
+    if not kept["wrappers"]:
+        row["mb_s"] = None  # nothing decompressed: no rate
+    return row, seconds
 
 
 def _readback_s(floor: dict[str, Any]) -> float:
@@ -291,13 +298,8 @@ def bench_upgrade(cluster: Path, repeats: int) -> list[Row]:
         # And (c) read the compressed wrappers it keeps as they are, to count their records for
         # the report: their decompression floor, measured here (none for v2).
         readback_s = _readback_s(cfloor)
-        kept = _kept_floor(target, [str(p) for p in _logs(cluster)], repeats)
-        kept_s = float(kept["seconds"])
-        kept_row = _info(_row(f"decompression floor of the {kept['wrappers']} compressed wrappers --to {target} "
-                              "keeps (their records counted)", max(kept_s, 1e-9), cluster_logs,
-                              wrappers=kept["wrappers"], by_codec=kept["by_codec"]), "baseline, part of the ceiling")
-        if not kept["wrappers"]:
-            kept_row["mb_s"] = None  # nothing decompressed: no rate
+        kept_row, kept_s = _kept_floor(target, [str(p) for p in _logs(cluster)], repeats, cluster_logs,
+                                       "their records counted")
         dw_row, dw_s = _durable_write(up, _logs(cluster), f"cluster-{target}")
         ceiling = floor_s / (floor_s + readback_s + kept_s + dw_s)
         row = _target(row, r, UPGRADE_FLOOR, target=f">= {UPGRADE_FLOOR}x codec floor", ceiling=ceiling,
@@ -377,13 +379,7 @@ def bench_kp_mix(cluster: Path, kp_bytes: int, repeats: int) -> list[Row]:
                            up, nbytes)
         r = kp["seconds"] / up["seconds"]
         dw_row, dw_s = _durable_write(up, [Path(c) for c in copies], f"kp-mix-{target}")
-        kept = _kept_floor(target, copies, repeats)
-        kept_s = float(kept["seconds"])
-        kept_row = _info(_row(f"decompression floor of the {kept['wrappers']} compressed wrappers --to {target} "
-                              "keeps (subset)", max(kept_s, 1e-9), floor["bytes"], wrappers=kept["wrappers"],
-                              by_codec=kept["by_codec"]), "baseline, part of the ceiling")
-        if not kept["wrappers"]:
-            kept_row["mb_s"] = None  # nothing decompressed: no rate
+        kept_row, kept_s = _kept_floor(target, copies, repeats, floor["bytes"], "subset")
         up_ceiling = kp["seconds"] / (floor["seconds"] + _readback_s(floor) + kept_s + dw_s)
         row = _target(row, r, KP_MIX[target], target=f">= {KP_MIX[target]}x kafka-python", ceiling=up_ceiling,
                       ratio=f"{r:.2f}x kafka-python (ceiling {up_ceiling:.3g}x with read-back, kept wrappers "
