@@ -56,13 +56,13 @@ def check_base_offset(base_offset: int) -> None:
         raise ValueError(f"base offset {base_offset} is not a non-negative int64")
 
 
-def preallocated_entry_count(data_len: int, entry_size: int, relative_offsets: Sequence[int]) -> int:
+def preallocated_entry_count(relative_offsets: Sequence[int]) -> int:
     """Entries before the zero-filled preallocated tail (kafka-dump-log's rule: stop at the
-    first entry i > 0 whose relative offset is 0)."""
+    first entry i > 0 whose relative offset is 0), given every entry's relative offset."""
     try:
         return relative_offsets.index(0, 1)
     except ValueError:
-        return data_len // entry_size
+        return len(relative_offsets)
 
 
 # array typecodes of the signed integers of 4 and 8 bytes (C's int and long long here)
@@ -126,8 +126,8 @@ class IndexFile(ABC):
         index.file_length = len(view)
         whole = view[: len(view) - len(view) % cls.ENTRY_SIZE]
         columns = entry_columns(whole, cls.FIELDS, cls.ENTRY_SIZE)
-        total = len(whole) // cls.ENTRY_SIZE
-        count = preallocated_entry_count(len(whole), cls.ENTRY_SIZE, columns[cls.OFFSET_FIELD])
+        total = len(columns[cls.OFFSET_FIELD])
+        count = preallocated_entry_count(columns[cls.OFFSET_FIELD])
         index.ignored_tail_entries = total - count
         index._load([c[:count] if count < total else c for c in columns])
         if strict:

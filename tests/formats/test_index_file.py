@@ -43,7 +43,7 @@ def test_fields_are_the_entry_struct_in_order(index_type: type) -> None:
 @given(st.lists(st.integers(0, 3), max_size=12))
 def test_preallocated_entry_count_stops_at_the_first_zero_after_the_first(rels: list[int]) -> None:
     expected = next((i for i, r in enumerate(rels) if i > 0 and r == 0), len(rels))
-    assert preallocated_entry_count(len(rels) * 8, 8, rels) == expected
+    assert preallocated_entry_count(rels) == expected
 
 
 @given(st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1)), max_size=30),
