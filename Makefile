@@ -47,8 +47,11 @@ airflow-home: $(AIRFLOW_HOME)/.migrated
 
 # The import contract (pyproject.toml [tool.importlinter]: the layers of docs/architecture.md)
 # runs first: a violation fails the suite.
+# Two pytest-xdist workers, each taking the next test when it is free (TEST_WORKERS=0 runs the
+# suite in one process; tests/conftest.py says why the tests can run side by side).
+TEST_WORKERS ?= 2
 test: venv airflow-home imports
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 imports: venv
 	@out=$$($(VENV)/bin/lint-imports --no-cache 2>&1) || { echo "$$out"; exit 1; }; echo "$$out" | tail -n 1

@@ -6,6 +6,10 @@
 - ``record_core``: runs a test once per record core this installation has (compiled and pure
   Python, docs/architecture.md); a module opts in with
   ``pytestmark = pytest.mark.usefixtures("record_core")``.
+
+``make test`` runs the suite on two pytest-xdist workers: every test is self-contained (its own
+temporary directory, free ports, its own servers; each worker its own Spark session and its own
+copy of the Airflow database, tests/airflow/conftest.py).
 """
 
 from __future__ import annotations

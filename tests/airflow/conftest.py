@@ -3,8 +3,10 @@ that run the real ``airflow`` CLI (``dags test``, ``api-server``) as subprocesse
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -17,22 +19,41 @@ BIN = Path(sys.executable).parent
 
 @pytest.fixture(scope="session")
 def airflow_base_env(tmp_path_factory) -> dict[str, str]:
-    home = ROOT / ".airflow"
+    """The environment of the real ``airflow`` CLI: the project's airflow.cfg, and an Airflow
+    home of this test process's own holding a copy of the project's migrated database
+    (``.airflow``, migrated once by ``make test``), so that pytest-xdist workers run DAGs side
+    by side without sharing a SQLite file."""
     env = dict(os.environ)
     env.update({
-        "AIRFLOW_HOME": str(home),
         "AIRFLOW_CONFIG": str(ROOT / "airflow.cfg"),
         "KMIGRATE_PROJECT_ROOT": str(ROOT),
         "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
         "PYSPARK_PYTHON": sys.executable,
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
     })
-    if not (home / ".migrated").exists():
-        home.mkdir(exist_ok=True)
-        subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True,
-                       timeout=600)
-        (home / ".migrated").touch()
+    shared = ROOT / ".airflow"
+    shared.mkdir(exist_ok=True)
+    with open(shared / ".migrate.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # workers started by hand on a fresh checkout: one migrates
+        if not (shared / ".migrated").exists():
+            subprocess.run([str(BIN / "airflow"), "db", "migrate"], env={**env, "AIRFLOW_HOME": str(shared)},
+                           check=True, capture_output=True, timeout=600)
+            (shared / ".migrated").touch()
+        home = tmp_path_factory.mktemp("airflow-home")
+        _copy_database(shared / "airflow.db", home / "airflow.db")
+    env["AIRFLOW_HOME"] = str(home)
     return env
+
+
+def _copy_database(src: Path, dst: Path) -> None:
+    """``sqlite3``'s online backup: a consistent copy even while another process writes ``src``."""
+    source = sqlite3.connect(src)
+    target = sqlite3.connect(dst)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
 
 
 @pytest.fixture(scope="session")
@@ -59,18 +80,9 @@ def _dags_test(env: dict[str, str], dag_id: str, conf: dict, log: Path) -> tuple
 
 @pytest.fixture
 def private_airflow_home(airflow_base_env, tmp_path) -> Path:
-    """An Airflow home of the test's own holding a copy of the migrated database (``sqlite3``'s
-    online backup: consistent while other tests write the original), for a test that runs a
-    scheduler, so it neither runs nor changes the shared home's DAG runs."""
-    import sqlite3
-
+    """An Airflow home of the test's own holding a copy of the migrated database, for a test
+    that runs a scheduler, so it neither runs nor changes the other tests' DAG runs."""
     home = tmp_path / "airflow-home"
     home.mkdir()
-    src = sqlite3.connect(ROOT / ".airflow" / "airflow.db")
-    dst = sqlite3.connect(home / "airflow.db")
-    try:
-        src.backup(dst)
-    finally:
-        src.close()
-        dst.close()
+    _copy_database(Path(airflow_base_env["AIRFLOW_HOME"]) / "airflow.db", home / "airflow.db")
     return home
