@@ -77,3 +77,37 @@ def test_sigkill_then_kafka_load_and_rerun(sample_cluster_template, tmp_path, pr
     assert not [f for f in res.findings if f.code == "LEFTOVER_FILE"]
     assert not list(log_dir.glob("*/*.log")) or all(
         p.read_bytes()[16:17] == b"\x02" for p in log_dir.glob("*/*.log") if p.stat().st_size)
+
+
+def test_segment_changed_after_a_crash_between_backup_and_journal_is_refused(sample_cluster_template, tmp_path,
+                                                                             private_out) -> None:
+    """Killed after a unit's backup manifest was written and before its journal: if the segment
+    then changes (here Kafka's recovery truncating it to its first batch), the re-run must not
+    rewrite it against the old backup, or a rollback would put back records that were gone and
+    drop the ones that came."""
+    from migration.formats.file_records import FileRecords
+    from migration.migrations.common.backup import MANIFESTS_DIR
+
+    log_dir = tmp_path / "kafka-logs"
+    shutil.copytree(sample_cluster_template.broker_log_dirs[1], log_dir, copy_function=shutil.copy2)
+    run_id = "crash-backup-then-changed"
+    env = os.environ | {"KMIGRATE_FAULT_AT": "backup:1", "PYTHONPATH": str(Path.cwd())}
+    proc = subprocess.run([sys.executable, str(CRASH_JOB), run_id, "v2", str(SEGMENT_BYTES), str(log_dir)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, f"fault point not reached: rc {proc.returncode}\n{proc.stderr}"
+    (manifest,) = (private_out / "backups" / run_id / MANIFESTS_DIR).glob("*.json")
+    import json
+
+    m = json.loads(manifest.read_text())
+    segment = Path(m["partition_dir"]) / next(f["name"] for f in m["files"] if f["name"].endswith(".log"))
+    first = next(iter(FileRecords(segment).batches()))
+    os.truncate(segment, first.position + first.size_in_bytes)
+    changed = segment.read_bytes()
+
+    report = execute_upgrade([str(log_dir)], options=UpgradeOptions(target="v2", segment_bytes=SEGMENT_BYTES),
+                             engine="inline", run_id=run_id)
+    refused = [u for *_, u in report.problem_units()]
+    assert [e.code for u in refused for e in u.errors] == ["SEGMENT_CHANGED"], refused
+    assert refused[0].path == str(segment)
+    assert segment.read_bytes() == changed  # nothing replaced
+    assert report.exit_code() != 0
