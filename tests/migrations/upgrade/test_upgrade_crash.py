@@ -7,6 +7,7 @@ Segments are split (small segment.bytes) so that multi-segment swaps are interru
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -17,7 +18,9 @@ from pathlib import Path
 import pytest
 from kafka_loader import read_log_dir_records, simulate_log_dir_startup
 
+from migration.formats.file_records import FileRecords
 from migration.logdir.validation import validate_paths
+from migration.migrations.common.backup import MANIFESTS_DIR
 from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade
 
 CRASH_JOB = Path(__file__).with_name("crash_job.py")
@@ -85,9 +88,6 @@ def test_segment_changed_after_a_crash_between_backup_and_journal_is_refused(sam
     then changes (here Kafka's recovery truncating it to its first batch), the re-run must not
     rewrite it against the old backup, or a rollback would put back records that were gone and
     drop the ones that came."""
-    from migration.formats.file_records import FileRecords
-    from migration.migrations.common.backup import MANIFESTS_DIR
-
     log_dir = tmp_path / "kafka-logs"
     shutil.copytree(sample_cluster_template.broker_log_dirs[1], log_dir, copy_function=shutil.copy2)
     run_id = "crash-backup-then-changed"
@@ -96,8 +96,6 @@ def test_segment_changed_after_a_crash_between_backup_and_journal_is_refused(sam
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, f"fault point not reached: rc {proc.returncode}\n{proc.stderr}"
     (manifest,) = (private_out / "backups" / run_id / MANIFESTS_DIR).glob("*.json")
-    import json
-
     m = json.loads(manifest.read_text())
     segment = Path(m["partition_dir"]) / next(f["name"] for f in m["files"] if f["name"].endswith(".log"))
     first = next(iter(FileRecords(segment).batches()))
