@@ -25,8 +25,9 @@ what it accepts it reports exactly as the twin does (tests/formats/test_core_dif
 Arguments outside the C ranges (ints beyond int64, odd buffers) go to the Python twin whole.
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.long cimport PyLong_FromLongLong
 from cpython.tuple cimport PyTuple_GET_ITEM
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
@@ -215,6 +216,15 @@ cdef inline void buf_free(Buf *b) noexcept nogil:
 
 cdef bytes buf_bytes(Buf *b):
     return PyBytes_FromStringAndSize(<char *>b.p if b.n else NULL, b.n)
+
+
+cdef object buf_view(Buf *b):
+    """A read-only memoryview of the buffer's bytes, no copy. Only for a call that does not
+    keep it: the caller releases it when the call returns (after that, anything that kept it
+    gets an error, never bytes the buffer holds by then)."""
+    if not b.n:
+        return memoryview(b"")
+    return PyMemoryView_FromMemory(<char *>b.p, b.n, PyBUF_READ)
 
 
 # ---------------------------------------------------------------- varints (§0.1)
@@ -1809,22 +1819,46 @@ cdef class SegmentWalker:
         """The digest bytes collected since the last call, as ``RecordDigester.feed_packed``
         takes them: (canonical bytes, timestamps as big-endian int64s, records, first offset,
         last offset); None when no record was consumed."""
-        cdef Py_ssize_t i, n = self.dg_records
-        cdef int64_t *t = <int64_t *>self.dts.p
-        cdef object stamps
-        cdef unsigned char *w
+        if self._digest_pending() == 0:
+            return None
+        try:
+            return (buf_bytes(&self.dg), self._digest_stamps(), self.dg_records, self.dg_first, self.dg_last)
+        finally:
+            self._digest_taken()
+
+    def feed_digest(self, digester):
+        """:meth:`take_digest` handed to ``digester.feed_packed`` with the canonical bytes read
+        in place (a view of the walker's buffer, released when ``feed_packed`` returns): the
+        digest stream is as large as the records, and this saves copying it. False when no
+        record was consumed."""
+        if self._digest_pending() == 0:
+            return False
+        view = buf_view(&self.dg)
+        try:
+            digester.feed_packed(view, self._digest_stamps(), self.dg_records, self.dg_first, self.dg_last)
+        finally:
+            view.release()
+            self._digest_taken()
+        return True
+
+    cdef Py_ssize_t _digest_pending(self) except -1:
         if not self.digesting:
             raise ValueError("this walker was made without digest=True: it collects no digest")
-        if n == 0:
-            return None
-        stamps = PyBytes_FromStringAndSize(NULL, n * 8)
-        w = <unsigned char *>PyBytes_AS_STRING(stamps)
+        return self.dg_records
+
+    cdef bytes _digest_stamps(self):
+        """The collected timestamps as big-endian int64s."""
+        cdef Py_ssize_t i, n = self.dg_records
+        cdef int64_t *t = <int64_t *>self.dts.p
+        cdef bytes stamps = PyBytes_FromStringAndSize(NULL, n * 8)
+        cdef unsigned char *w = <unsigned char *>PyBytes_AS_STRING(stamps)
         for i in range(n):
             kb_put_i64(w + 8 * i, t[i])
-        out = (buf_bytes(&self.dg), stamps, n, self.dg_first, self.dg_last)
+        return stamps
+
+    cdef void _digest_taken(self):
         self.dg.n = self.dts.n = 0
         self.dg_records = 0
-        return out
 
     def open_output(self, base_offset, valid_bytes, last_index_entry, max_timestamp, offset_of_max_timestamp,
                     time_index_last_timestamp):
@@ -1847,14 +1881,31 @@ cdef class SegmentWalker:
         time index entries (native int64 pairs: (offset, position), (timestamp, offset), in
         increasing order), then IndexBuilder's state: valid bytes, last index entry, max
         timestamp, offset of max timestamp)."""
-        out = (buf_bytes(&self.out), self.out_batches, self.out_last,
-               (self.out_bytes[0], self.out_bytes[1], self.out_bytes[2]), buf_bytes(&self.oix), buf_bytes(&self.tix),
-               self.ix_valid, self.ix_last_entry, self.ix_max_ts, self.ix_off_max)
+        try:
+            return self._output(buf_bytes(&self.out))
+        finally:
+            self._output_taken()
+
+    def write_output(self, sink):
+        """:meth:`take_output` handed to ``sink(run)`` with the output bytes read in place (a
+        view of the walker's buffer, released when ``sink`` returns): no copy of the output."""
+        view = buf_view(&self.out)
+        try:
+            sink(self._output(view))
+        finally:
+            view.release()
+            self._output_taken()
+
+    cdef tuple _output(self, object data):
+        return (data, self.out_batches, self.out_last,
+                (self.out_bytes[0], self.out_bytes[1], self.out_bytes[2]), buf_bytes(&self.oix), buf_bytes(&self.tix),
+                self.ix_valid, self.ix_last_entry, self.ix_max_ts, self.ix_off_max)
+
+    cdef void _output_taken(self):
         self.out.n = self.oix.n = self.tix.n = 0
         self.out_batches = 0
         self.out_bytes[0] = self.out_bytes[1] = self.out_bytes[2] = 0
         self.out_open = False
-        return out
 
     cdef bint _offsets_ok(self, int64_t first, int64_t last, bint shallow):
         """No finding of validate.batch_offset_problems (without its span rule, checked by _v2)."""

@@ -905,3 +905,63 @@ def test_take_digest_of_a_walker_that_does_not_digest_is_refused() -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.startswith("refused:")
+
+
+def _legacy_segment() -> bytes:
+    """v0 wrappers of every legacy codec between plain v0 messages: the walker converts all of it."""
+    parts = []
+    offset = 0
+    for i, codec in enumerate([Compression.GZIP, Compression.SNAPPY, Compression.LZ4] * 4):
+        records = [Record(offset + j, -1, b"k%d" % j, b"value %d " % (i * 10 + j) * 20) for j in range(30)]
+        parts.append(build_wrapper(records, magic=MAGIC_V0, compression=codec))
+        offset += 30
+        parts.append(encode_message(offset, MAGIC_V0, 0, -1, None, b"plain %d" % i))
+        offset += 1
+    return b"".join(parts)
+
+
+def _rewriting_walker() -> Any:
+    with core.use(core.COMPILED):
+        w = core.segment_walker(deep=True, base_offset=0, next_base_offset=None, digest=True, target_magic=2,
+                                stamp_v0=None, segment_bytes=1 << 30, max_message_bytes=1 << 20,
+                                index_interval_bytes=4096, output_leader_epochs=())
+    w.open_output(0, *IndexBuilder(0, 4096).state())
+    return w
+
+
+class _Recorder:
+    """What ``feed_packed`` and an output sink are given, copied while the call lasts."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.kept: list[memoryview] = []
+
+    def feed_packed(self, content: Any, *rest: Any) -> None:
+        self.kept.append(content)
+        self.calls.append((bytes(content), *rest))
+
+    def sink(self, run: tuple[Any, ...]) -> None:
+        self.kept.append(run[0])
+        self.calls.append((bytes(run[0]), *run[1:]))
+
+
+@pytest.mark.skipif(core.COMPILED not in core.available(), reason="the compiled record core is not built")
+def test_feed_digest_and_write_output_give_what_take_gives_without_keeping_a_view() -> None:
+    """The walker hands its digest and output bytes over in place (no copy): the same values as
+    ``take_digest``/``take_output``, and a view kept past the call is released, so it can never
+    show bytes the walker writes later."""
+    seg = _legacy_segment()
+    taking, feeding = _rewriting_walker(), _rewriting_walker()
+    assert taking.advance(seg, 0, 0) == feeding.advance(seg, 0, 0) == len(seg)
+    digest, output = taking.take_digest(), taking.take_output()
+    rec = _Recorder()
+    assert feeding.feed_digest(rec) is True
+    feeding.write_output(rec.sink)
+    assert rec.calls == [digest, output]
+    assert output[1] == 24 and len(output[0]) > 0  # every wrapper and message became a v2 batch
+    for view in rec.kept:
+        with pytest.raises(ValueError):
+            bytes(view)
+    # nothing left to hand over: both forms agree on that too
+    assert taking.take_digest() is None
+    assert feeding.feed_digest(rec) is False

@@ -280,7 +280,8 @@ class _SegmentWriter:
 
     def append_run(self, run: tuple[Any, ...]) -> None:
         """Many pieces at once, converted and indexed by the compiled core's segment walker
-        (``SegmentWalker.take_output``, opened at :meth:`IndexBuilder.state`)."""
+        (``SegmentWalker.write_output``, opened at :meth:`IndexBuilder.state`); ``run``'s bytes
+        are a view of the walker's buffer, valid only during this call."""
         data, batches, last_offset, by_magic, offset_entries, time_entries, *index_state = run
         self.indexes.absorb(offset_entries, time_entries, *index_state)
         self._file.write(data)
@@ -403,9 +404,7 @@ def _check_offsets(b: Batch, span: tuple[int, int] | None, prev_last: int, base:
 
 
 def _feed(digester: RecordDigester, walker: Any) -> None:
-    taken = walker.take_digest()
-    if taken is not None:
-        digester.feed_packed(*taken)
+    walker.feed_digest(digester)  # the walker's digest bytes, read in place
 
 
 def _carry_on(walker: Any, prev_last: int) -> None:
@@ -464,9 +463,9 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
         moved: int = walker.advance(buf, at, file_pos)
         if moved != at:
             _feed(digester, walker)
-            run = walker.take_output()
-            cur.append_run(run)
-            fault_points("write-batch", run[1])  # one pass per batch, as in the loop
+            before = cur.batches
+            walker.write_output(cur.append_run)  # the output bytes written and hashed in place
+            fault_points("write-batch", cur.batches - before)  # one pass per batch, as in the loop
         return moved
 
     try:
