@@ -1196,12 +1196,12 @@ cdef class SegmentWalker:
     Two more duties, for the digest and the rewrite (``migrations/upgrade/rewrite.py``):
     - ``digest=True``: the canonical digest bytes and timestamps of every record it consumes
       (``digest.py``'s layout, as ``digest_v2``/``legacy_digest`` make them), collected until
-      :meth:`take_digest` hands them to ``RecordDigester.feed_packed``;
+      :meth:`feed_digest` hands them to ``RecordDigester.feed_packed``;
     - ``target_magic`` 1 or 2: every batch it consumes is also converted as
       ``rewrite.Converter`` converts it (copied when already in the target format; an
       uncompressed v0/v1 message up-converted; a compressed wrapper that needs converting is
       left to the caller) and appended to the output segment opened by :meth:`open_output`,
-      with the index entries ``IndexBuilder.append`` would make (:meth:`take_output`). A piece
+      with the index entries ``IndexBuilder.append`` would make (:meth:`write_output`). A piece
       that would roll the output segment (``segment_bytes``, int32 relative offsets) is left to
       the caller too, so every roll and every warning happens where it happens without it.
     """
@@ -1232,7 +1232,7 @@ cdef class SegmentWalker:
     cdef int count_from  # records of batches of this magic and above are counted (3: none)
     cdef public int64_t counted
     cdef Py_ssize_t p_count
-    # digest=True: canonical bytes and (native) timestamps since the last take_digest()
+    # digest=True: canonical bytes and (native) timestamps since the last feed_digest()
     cdef bint digesting
     cdef Buf dg
     cdef Buf dts
@@ -1815,22 +1815,12 @@ cdef class SegmentWalker:
         """Bytes consumed so far per magic: (v0, v1, v2)."""
         return self.in_bytes[0], self.in_bytes[1], self.in_bytes[2]
 
-    def take_digest(self):
-        """The digest bytes collected since the last call, as ``RecordDigester.feed_packed``
-        takes them: (canonical bytes, timestamps as big-endian int64s, records, first offset,
-        last offset); None when no record was consumed."""
-        if self._digest_pending() == 0:
-            return None
-        try:
-            return (buf_bytes(&self.dg), self._digest_stamps(), self.dg_records, self.dg_first, self.dg_last)
-        finally:
-            self._digest_taken()
-
     def feed_digest(self, digester):
-        """:meth:`take_digest` handed to ``digester.feed_packed`` with the canonical bytes read
-        in place (a view of the walker's buffer, released when ``feed_packed`` returns): the
-        digest stream is as large as the records, and this saves copying it. False when no
-        record was consumed."""
+        """The digest bytes collected since the last call, handed to ``digester.feed_packed``:
+        the canonical bytes read in place (a view of the walker's buffer, released when
+        ``feed_packed`` returns: the stream is as large as the records, and is not copied), the
+        timestamps as big-endian int64s, records, first and last offset. False when no record
+        was consumed."""
         if self._digest_pending() == 0:
             return False
         view = buf_view(&self.dg)
@@ -1866,7 +1856,7 @@ cdef class SegmentWalker:
         if self.target == 0:
             raise ValueError("a walker without a target magic has no output")
         if self.out.n or self.oix.n or self.tix.n or self.out_batches:
-            raise ValueError("take_output() first")
+            raise ValueError("write_output() first")
         self.tix_last_ts = time_index_last_timestamp
         self.out_base = base_offset
         self.ix_valid = valid_bytes
@@ -1875,20 +1865,13 @@ cdef class SegmentWalker:
         self.ix_off_max = offset_of_max_timestamp
         self.out_open = True
 
-    def take_output(self):
-        """What was appended to the output since :meth:`open_output` (the output is closed):
-        (bytes, batches, last offset, bytes per magic (v0, v1, v2), offset index entries and
-        time index entries (native int64 pairs: (offset, position), (timestamp, offset), in
-        increasing order), then IndexBuilder's state: valid bytes, last index entry, max
-        timestamp, offset of max timestamp)."""
-        try:
-            return self._output(buf_bytes(&self.out))
-        finally:
-            self._output_taken()
-
     def write_output(self, sink):
-        """:meth:`take_output` handed to ``sink(run)`` with the output bytes read in place (a
-        view of the walker's buffer, released when ``sink`` returns): no copy of the output."""
+        """What was appended to the output since :meth:`open_output` (the output is closed),
+        handed to ``sink(run)``: (bytes, batches, last offset, bytes per magic (v0, v1, v2),
+        offset index entries and time index entries (native int64 pairs: (offset, position),
+        (timestamp, offset), in increasing order), then IndexBuilder's state: valid bytes, last
+        index entry, max timestamp, offset of max timestamp). The bytes are a view of the
+        walker's buffer, released when ``sink`` returns: the output is not copied."""
         view = buf_view(&self.out)
         try:
             sink(self._output(view))

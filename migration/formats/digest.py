@@ -210,8 +210,8 @@ class RecordDigester:
     def feed_packed(self, content: bytes | bytearray | memoryview, timestamps: bytes, records: int,
                     first_offset: int, last_offset: int) -> None:
         """:meth:`feed` with the timestamps already packed as big-endian int64s (what the
-        compiled core's ``SegmentWalker.take_digest`` gives, or ``feed_digest`` hands over in place:
-        ``content`` is then a view valid only during this call): ``records`` of them."""
+        compiled core's ``SegmentWalker.feed_digest`` hands over, ``content`` being a view valid only
+        during this call): ``records`` of them."""
         if not records:
             return
         if len(timestamps) != 8 * records:

@@ -885,7 +885,7 @@ def test_the_walker_keeps_the_loops_offset_state(tmp_path, name, data, target) -
     assert seen[0] == "error"  # offsets out of order: the rewrite refuses, on both cores
 
 
-def test_take_digest_of_a_walker_that_does_not_digest_is_refused() -> None:
+def test_feed_digest_of_a_walker_that_does_not_digest_is_refused() -> None:
     """A validation walker (no digest duty) collects no digest bytes: asking for them is an
     error, not a read of a buffer it never filled (in a child process: it crashed once)."""
     code = (
@@ -898,7 +898,7 @@ def test_take_digest_of_a_walker_that_does_not_digest_is_refused() -> None:
         "    w = core.segment_walker(deep=True, base_offset=0, next_base_offset=None)\n"
         "assert w.advance(seg, 0, 0) == len(seg)\n"
         "try:\n"
-        "    w.take_digest()\n"
+        "    w.feed_digest(None)\n"
         "except ValueError as exc:\n"
         "    print('refused:', exc)\n"
     )
@@ -930,38 +930,44 @@ def _rewriting_walker() -> Any:
 
 
 class _Recorder:
-    """What ``feed_packed`` and an output sink are given, copied while the call lasts."""
+    """What ``feed_packed`` and an output sink are given: a real digest, the output copied while
+    the call lasts, and every view it was handed."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[Any, ...]] = []
+        self.digester = RecordDigester()
+        self.output = b""
         self.kept: list[memoryview] = []
 
     def feed_packed(self, content: Any, *rest: Any) -> None:
         self.kept.append(content)
-        self.calls.append((bytes(content), *rest))
+        self.digester.feed_packed(content, *rest)
 
     def sink(self, run: tuple[Any, ...]) -> None:
         self.kept.append(run[0])
-        self.calls.append((bytes(run[0]), *run[1:]))
+        self.output += bytes(run[0])
 
 
 @pytest.mark.skipif(core.COMPILED not in core.available(), reason="the compiled record core is not built")
-def test_feed_digest_and_write_output_give_what_take_gives_without_keeping_a_view() -> None:
-    """The walker hands its digest and output bytes over in place (no copy): the same values as
-    ``take_digest``/``take_output``, and a view kept past the call is released, so it can never
-    show bytes the walker writes later."""
+def test_feed_digest_and_write_output_give_the_python_cores_results_without_keeping_a_view(tmp_path: Path) -> None:
+    """The walker hands its digest and output bytes over in place (no copy): the digest and the
+    converted segment are the Python core's, and a view kept past the call is released, so it
+    can never show bytes the walker writes later."""
     seg = _legacy_segment()
-    taking, feeding = _rewriting_walker(), _rewriting_walker()
-    assert taking.advance(seg, 0, 0) == feeding.advance(seg, 0, 0) == len(seg)
-    digest, output = taking.take_digest(), taking.take_output()
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(seg)
+    with core.use(core.PYTHON):
+        expected_digest, _ = digest_log(log)
+        rr = rewrite_segment(log, RewriteSpec(target_magic=2))
+    expected_output = (tmp_path / (rr.outputs[0].files[0] + ".cleaned")).read_bytes()
+    walker = _rewriting_walker()
+    assert walker.advance(seg, 0, 0) == len(seg)
     rec = _Recorder()
-    assert feeding.feed_digest(rec) is True
-    feeding.write_output(rec.sink)
-    assert rec.calls == [digest, output]
-    assert output[1] == 24 and len(output[0]) > 0  # every wrapper and message became a v2 batch
+    assert walker.feed_digest(rec) is True
+    walker.write_output(rec.sink)
+    assert rec.digester.result() == expected_digest
+    assert rec.output == expected_output and len(rr.outputs) == 1
+    assert rr.outputs[0].batches == 24  # every wrapper and message became a v2 batch
     for view in rec.kept:
         with pytest.raises(ValueError):
             bytes(view)
-    # nothing left to hand over: both forms agree on that too
-    assert taking.take_digest() is None
-    assert feeding.feed_digest(rec) is False
+    assert walker.feed_digest(rec) is False  # nothing left to hand over

@@ -125,13 +125,15 @@ def link_or_copy(src: Path, dst: Path) -> bool:
 def backup_unit(
     backup_root: str | os.PathLike[str], run_id: str, unit_id: str, partition_dir: Path, file_names: list[str],
     place: UnitPlace | None = None,
-) -> UnitBackup:
-    """Keep the named files of ``partition_dir``; idempotent (a re-run finds its own backup)."""
+) -> tuple[UnitBackup, bool]:
+    """Keep the named files of ``partition_dir``; idempotent: a re-run finds its own backup.
+    Returns the backup and whether it is an earlier attempt's, taken of the files as they were
+    then (the caller checks they still are before relying on it)."""
     root = run_backup_dir(backup_root, run_id)
     target = root / FILES_DIR / unit_id
     manifest_path = root / MANIFESTS_DIR / f"{unit_id}.json"
     if manifest_path.exists():
-        return _read_manifest(manifest_path)
+        return _read_manifest(manifest_path), True
     target.mkdir(parents=True, exist_ok=True)
     manifest_path.parent.mkdir(parents=True, exist_ok=True)
     ub = UnitBackup(version=MANIFEST_VERSION, unit_id=unit_id, partition_dir=str(partition_dir),
@@ -146,7 +148,7 @@ def backup_unit(
         ub.files.append(fp)
     fsync_dir(target)
     atomic_write(manifest_path, ub.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")
-    return ub
+    return ub, False
 
 
 def load_unit_backup(backup_root: str | os.PathLike[str], run_id: str, unit_id: str) -> UnitBackup | None:

@@ -403,10 +403,6 @@ def _check_offsets(b: Batch, span: tuple[int, int] | None, prev_last: int, base:
     return max(prev_last, last)  # as the validator carries it
 
 
-def _feed(digester: RecordDigester, walker: Any) -> None:
-    walker.feed_digest(digester)  # the walker's digest bytes, read in place
-
-
 def _carry_on(walker: Any, prev_last: int) -> None:
     """The offset the caller's loop reached, to the walker; beyond int64 (a corrupt v2 batch's
     base offset plus delta) the walker's part ends and the loop carries on alone."""
@@ -462,7 +458,7 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
             return at
         moved: int = walker.advance(buf, at, file_pos)
         if moved != at:
-            _feed(digester, walker)
+            walker.feed_digest(digester)  # the walker's digest bytes, read in place
             before = cur.batches
             walker.write_output(cur.append_run)  # the output bytes written and hashed in place
             fault_points("write-batch", cur.batches - before)  # one pass per batch, as in the loop
@@ -529,7 +525,7 @@ def digest_into(digester: RecordDigester, path: str | os.PathLike[str],
     def bulk(buf: bytes | memoryview, at: int, file_pos: int) -> int:
         moved: int = walker.advance(buf, at, file_pos)
         if moved != at:
-            _feed(digester, walker)
+            walker.feed_digest(digester)  # the walker's digest bytes, read in place
         return moved
 
     for b in fr.batches(skip=None if walker is None else bulk):

@@ -209,16 +209,14 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
     prefix = names.filename_prefix_from_offset(ctx.base_offset)
     files = [prefix + s for s in names.SEGMENT_FILE_SUFFIXES if (pdir / (prefix + s)).exists()]
     u = ctx.unit
+    ub, earlier = backup_unit(ctx.backup_root, ctx.run_id, u.id, pdir, files,
+                              UnitPlace(log_dir=u.log_dir, broker_id=u.broker_id, topic=u.topic,
+                                        partition=u.partition, base_offset=ctx.base_offset,
+                                        next_base_offset=ctx.next_base_offset))
+    original_log = next(f for f in ub.files if f.name == ctx.log_name)
     # A backup of an earlier attempt (its journal may be missing: killed between the two) was
     # taken of the segment as it was then: it may only be used if the segment is still that.
-    ub = load_unit_backup(ctx.backup_root, ctx.run_id, u.id)
-    resumed = previous is not None or ub is not None
-    if ub is None:
-        ub = backup_unit(ctx.backup_root, ctx.run_id, u.id, pdir, files,
-                         UnitPlace(log_dir=u.log_dir, broker_id=u.broker_id, topic=u.topic, partition=u.partition,
-                                   base_offset=ctx.base_offset, next_base_offset=ctx.next_base_offset))
-    original_log = next(f for f in ub.files if f.name == ctx.log_name)
-    if resumed and not original_log.matches(log):
+    if (previous is not None or earlier) and not original_log.matches(log):
         return ctx.failed("the segment changed since its backup; nothing replaced. Restore the originals "
                           f"with: kmigrate rollback {ctx.run_id}; then start a new run", file=str(log),
                           code="SEGMENT_CHANGED")
