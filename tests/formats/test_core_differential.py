@@ -482,6 +482,26 @@ def test_crcs_of_long_buffers_and_the_check_values() -> None:
         assert compiled.crc32c(blob[1 : 1 + n]) == crc32c.crc32c(blob[1 : 1 + n])
 
 
+def test_crc32_of_every_length_and_alignment_with_and_without_cpu_instructions() -> None:
+    """Every length up to 300 bytes (and 1,024-1,040) at 16 alignments, chained from a seed: the
+    folding path takes every length from 16 bytes up, its last partial block (1-15 bytes) folded
+    with byte shuffles, so each remainder and each way into it (one lane or four) is covered."""
+    compiled = core.compiled
+    assert compiled is not None
+    blob = bytes(random.Random(16).getrandbits(8) for _ in range(1_100))
+    lengths = [*range(301), *range(1_024, 1_041)]
+    try:
+        for use_hw in (True, False):
+            compiled.crc_features(use_hw)
+            for at in range(16):
+                for n in lengths:
+                    data = blob[at : at + n]
+                    assert compiled.crc32(data) == zlib.crc32(data), (use_hw, at, n)
+                    assert compiled.crc32(data, 0x9E3779B9) == zlib.crc32(data, 0x9E3779B9), (use_hw, at, n)
+    finally:
+        compiled.crc_features(True)
+
+
 @st.composite
 def damaged_records(draw: Any) -> tuple[bytes, int, int, int]:
     """(records region of a v2 batch, damaged through its hot fields, record count, base

@@ -7,7 +7,8 @@
  *
  * x86-64: CRC-32C with the SSE4.2 crc32 instruction (three interleaved lanes joined by shift
  * tables, so the instruction's latency does not bound it), CRC-32 by carry-less multiplication
- * (PCLMULQDQ folding, Intel's "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ");
+ * (PCLMULQDQ folding, Intel's "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ",
+ * from 16 bytes up, the last partial block folded with byte shuffles instead of the tables);
  * both chosen at run time from CPUID, so the module runs on any x86-64. Elsewhere, or on CPUs
  * without them, slicing-by-8 tables. Only a C compiler is needed: no zlib headers.
  */
