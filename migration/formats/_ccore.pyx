@@ -1604,9 +1604,10 @@ cdef class SegmentWalker:
             put_v1_head(head, LEGACY_TIMESTAMP_TYPE_MASK if self.has_stamp else 0, rts)
             kb_put_i64(w + OFFSET_OFFSET, offset)
             kb_put_i32(w + SIZE_OFFSET, size + V1_MINUS_V0_SIZE)
-            kb_put_u32(w + LEGACY_CRC_AT, kcrc32(kcrc32(0, head, V1_HEAD), p + kp, <size_t>(mend - kp)))
             memcpy(w + LEGACY_MAGIC_AT, head, V1_HEAD)
             memcpy(w + V1_KEY_LENGTH_AT, p + kp, <size_t>(mend - kp))
+            # one CRC call over the message as written: a 10-byte head alone would take the tables
+            kb_put_u32(w + LEGACY_CRC_AT, kcrc32(0, w + LEGACY_MAGIC_AT, <size_t>(n - LEGACY_MAGIC_AT)))
             return self._piece(n, offset, rts, 1)
         # v0/v1 message -> a one-record v2 batch (rewrite.Converter._legacy_to_v2)
         if magic == 0:
