@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from migration.formats.errors import InvalidFileNameError
-from migration.formats.fileio import atomic_write, fsync_dir, offset_from_path
+from migration.formats.fileio import atomic_write, fsync_dir, offset_from_path, start_writeback
 
 
 def test_atomic_write_bytes_and_no_temp_left(tmp_path: Path) -> None:
@@ -76,3 +78,19 @@ def test_offset_from_path_rejects(tmp_path: Path, name: str) -> None:
     with pytest.raises(InvalidFileNameError) as e:
         offset_from_path(tmp_path / name, ".index")
     assert e.value.path == str(tmp_path / name)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sync_file_range is Linux's")
+def test_start_writeback_reaches_the_kernel(tmp_path: Path) -> None:
+    """True when the kernel took the request for a file's range; the call is real, not a no-op:
+    a closed descriptor is refused (EBADF), and the data is left as written."""
+    path = tmp_path / "segment.log"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"k" * 100_000)
+        assert start_writeback(fd, 0, 100_000)
+        assert start_writeback(fd, 4096, 0)  # 0 bytes: to the end of the file
+    finally:
+        os.close(fd)
+    assert not start_writeback(fd, 0, 100_000)
+    assert path.read_bytes() == b"k" * 100_000

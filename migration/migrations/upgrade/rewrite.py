@@ -36,6 +36,7 @@ from migration.formats import core, names
 from migration.formats.digest import RecordDigest, RecordDigester
 from migration.formats.errors import CorruptRecordError, KafkaFormatError, TruncatedError
 from migration.formats.file_records import Batch, FileRecords
+from migration.formats.fileio import start_writeback
 from migration.formats.index_builder import IndexBuilder
 from migration.formats.layout import KEY_SIZE_LENGTH
 from migration.formats.legacy import (
@@ -62,6 +63,7 @@ from migration.runtime.faults import fault_point, fault_points
 INT32_MAX = 2**31 - 1
 _T = TypeVar("_T")
 WRITE_BUFFER_SIZE = 1 << 20
+WRITEBACK_BYTES = 8 << 20
 DEFAULT_SEGMENT_BYTES = 1 << 30
 DEFAULT_MAX_MESSAGE_BYTES = 1048588
 
@@ -266,6 +268,14 @@ class _SegmentWriter:
         self.batches = 0
         self.bytes_by_magic = [0, 0, 0]
         self.last_offset: int | None = None
+        self._writeback_from = 0
+
+    def _start_writeback(self) -> None:
+        """Start the disk writing what the file holds so far (fileio.start_writeback), so that
+        the fsync at close waits for the last few MiB, not the whole segment."""
+        self._file.flush()
+        start_writeback(self._file.fileno(), self._writeback_from, self.size - self._writeback_from)
+        self._writeback_from = self.size
 
     def append(self, piece: Piece) -> None:
         data = piece.data
@@ -277,6 +287,8 @@ class _SegmentWriter:
         self.batches += 1
         self.bytes_by_magic[piece.magic] += n
         self.last_offset = piece.last_offset
+        if self.size - self._writeback_from >= WRITEBACK_BYTES:
+            self._start_writeback()
 
     def append_run(self, run: tuple[Any, ...]) -> None:
         """Many pieces at once, converted and indexed by the compiled core's segment walker
@@ -287,6 +299,8 @@ class _SegmentWriter:
         self._file.write(data)
         self._checksum.update(data)
         self.size += len(data)
+        if self.size - self._writeback_from >= WRITEBACK_BYTES:
+            self._start_writeback()
         self.batches += batches
         for magic, n in enumerate(by_magic):
             self.bytes_by_magic[magic] += n
