@@ -1294,7 +1294,9 @@ cdef class SegmentWalker:
         ``output_leader_epochs``, ``segment_bytes``, ``max_message_bytes`` and
         ``index_interval_bytes`` of ``rewrite.RewriteSpec``) need ``deep``. ``count_from``: the records
         of batches of this magic and above are counted in ``counted`` (a v2 batch by its
-        header, a wrapper by its inner messages, decompressed even when not ``deep``)."""
+        header, a wrapper by its inner messages, decompressed even when not ``deep``), until a
+        batch below that magic: counting stops there (the upgrade rewrites such a segment, and
+        its unit counts the records), so ``counted`` is then the count before that batch."""
         if (digest or target_magic) and not deep:
             raise ValueError("the digest and the conversion walk records: deep=True")
         if target_magic not in (0, 1, 2):
@@ -1476,6 +1478,8 @@ cdef class SegmentWalker:
             return 0
         if kcrc32(0, p + LEGACY_MAGIC_AT, <size_t>(mend - LEGACY_MAGIC_AT)) != kb_u32(p + LEGACY_CRC_AT):
             return 0
+        if magic < self.count_from <= 2:
+            self.count_from = 3  # below the counted formats: no more counting (see __init__)
         kp = V1_KEY_LENGTH_AT if v1 else V0_KEY_LENGTH_AT
         klen = kb_i32(p + kp)
         vp = kp + KEY_SIZE_LENGTH + (klen if klen > 0 else 0)

@@ -160,10 +160,13 @@ class _SegmentSurvey:
     def __call__(self, b: Any) -> None:
         label = f"v{b.magic}"
         self.bytes_by_magic[label] = self.bytes_by_magic.get(label, 0) + b.size_in_bytes
-        # The report counts the records of every segment, also of those left as they are (only
-        # batches in the target format are counted here: a rewrite counts its own): a v2 batch
-        # says it in its header, a v1 wrapper is decompressed for it.
-        if b.magic >= self.target and self.records is not None:
+        # The report counts the records of every segment, also of those left as they are: a v2
+        # batch says it in its header, a v1 wrapper is decompressed for it. A segment with a
+        # batch below the target is rewritten, and its unit counts its records: from that batch
+        # on nothing is counted here (None), so no wrapper is decompressed for a count unused.
+        if b.magic < self.target:
+            self.records = None
+        elif self.records is not None:
             try:
                 self.records += b.record_count
             except KafkaFormatError:
@@ -174,13 +177,16 @@ class _SegmentSurvey:
     @property
     def walker_duties(self) -> dict[str, int] | None:
         """What the compiled core's segment walker gathers for this survey (validate_segment):
-        bytes per format and the records of batches in the target format. A dry run converts
-        every batch in Python (None: no walker)."""
+        bytes per format and the records of batches in the target format, until a batch below
+        it (the walker then stops counting). A dry run converts every batch in Python (None: no
+        walker)."""
         return None if self.estimate_growth else {"count_from": self.target}
 
     def absorb_walker(self, walker: Any) -> None:
         add_walker_bytes(self.bytes_by_magic, walker)
-        if self.records is not None:
+        if any(walker.bytes_by_magic()[: self.target]):
+            self.records = None
+        elif self.records is not None:
             self.records += walker.counted
 
     @property
