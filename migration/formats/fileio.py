@@ -13,10 +13,9 @@ import contextlib
 import ctypes
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from os import PathLike
 from pathlib import Path
-from typing import Any
 
 from migration.formats.errors import InvalidFileNameError
 from migration.formats.names import LEFTOVER_SUFFIXES, offset_from_file_name
@@ -120,7 +119,7 @@ def offset_from_path(path: StrPath, suffix: str) -> int:
 SYNC_FILE_RANGE_WRITE = 2
 
 
-def _sync_file_range() -> Any:
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
