@@ -189,8 +189,8 @@ def _durable_write(up: dict[str, Any], sources: list[Path], name: str) -> tuple[
     subprocess.run(["sync"], check=True)  # no one else's dirty pages in the queue
     dw = _child(["-m", "bench.workers", "durable-write", str(written), str(OUT / f"durable-{name}"),
                  *map(str, sources)])
-    row = _info(_row(f"durable write of the upgrade's {written / MB:.0f} MB of output (8 MiB steps sent on at "
-                     "once, fsync per file)",
+    row = _info(_row(f"durable write of the upgrade's {written / MB:.0f} MB of output (1-8 MiB steps sent on "
+                     "at once, fsync per file)",
                      dw["seconds"], dw["bytes"], files=dw["files"]), "baseline, part of the ceiling")
     return row, float(dw["seconds"])
 

@@ -138,13 +138,14 @@ def rewrite(target: str, segments: list[str]) -> dict[str, object]:
 def durable_write(nbytes: int, directory: str, sources: list[str], repeats: int = 3) -> dict[str, object]:
     """Write ``nbytes`` taken from ``sources`` (in order, again from the first when they run out)
     into files of the sources' sizes under ``directory``, each as the upgrade writes its
-    outputs: in steps of ``rewrite.WRITEBACK_BYTES``, each step's writeback started at once
-    (``fileio.start_writeback``), then flushed and fsynced: the durable-write floor of an
+    outputs: in steps growing from ``rewrite.WRITEBACK_FIRST_BYTES`` to ``WRITEBACK_BYTES``, each
+    step's writeback started at once (``fileio.start_writeback``), then flushed and fsynced
+    (the last step goes with the fsync): the durable-write floor of an
     upgrade that writes that much. The reading happens before the timer; the files are removed
     after each pass, and the median of ``repeats`` passes counts (fsync times on this machine's
     virtual disk vary severalfold from one pass to the next)."""
     from migration.formats.fileio import start_writeback
-    from migration.migrations.upgrade.rewrite import WRITEBACK_BYTES
+    from migration.migrations.upgrade.rewrite import WRITEBACK_BYTES, WRITEBACK_FIRST_BYTES
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
@@ -163,11 +164,13 @@ def durable_write(nbytes: int, directory: str, sources: list[str], repeats: int 
         for i, data in enumerate(pieces):
             with open(out / f"{i:06d}.log", "wb") as f:
                 view = memoryview(data)
-                for at in range(0, len(view), WRITEBACK_BYTES):
-                    f.write(view[at : at + WRITEBACK_BYTES])
-                    if at + WRITEBACK_BYTES < len(view):  # the writer's last step goes with the fsync
+                at, step = 0, WRITEBACK_FIRST_BYTES
+                while at < len(view):
+                    f.write(view[at : at + step])
+                    if at + step < len(view):
                         f.flush()
-                        start_writeback(f.fileno(), at, WRITEBACK_BYTES)
+                        start_writeback(f.fileno(), at, step)
+                    at, step = at + step, min(2 * step, WRITEBACK_BYTES)
                 f.flush()
                 os.fsync(f.fileno())
         fd = os.open(out, os.O_RDONLY)

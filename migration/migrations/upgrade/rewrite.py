@@ -64,6 +64,7 @@ INT32_MAX = 2**31 - 1
 _T = TypeVar("_T")
 WRITE_BUFFER_SIZE = 1 << 20
 WRITEBACK_BYTES = 8 << 20
+WRITEBACK_FIRST_BYTES = 1 << 20
 DEFAULT_SEGMENT_BYTES = 1 << 30
 DEFAULT_MAX_MESSAGE_BYTES = 1048588
 
@@ -269,6 +270,7 @@ class _SegmentWriter:
         self.bytes_by_magic = [0, 0, 0]
         self.last_offset: int | None = None
         self._writeback_from = 0
+        self._writeback_step = WRITEBACK_FIRST_BYTES
 
     def _start_writeback(self) -> None:
         """Start the disk writing what the file holds so far (fileio.start_writeback), so that
@@ -276,6 +278,7 @@ class _SegmentWriter:
         self._file.flush()
         start_writeback(self._file.fileno(), self._writeback_from, self.size - self._writeback_from)
         self._writeback_from = self.size
+        self._writeback_step = min(2 * self._writeback_step, WRITEBACK_BYTES)
 
     def append(self, piece: Piece) -> None:
         data = piece.data
@@ -287,7 +290,7 @@ class _SegmentWriter:
         self.batches += 1
         self.bytes_by_magic[piece.magic] += n
         self.last_offset = piece.last_offset
-        if self.size - self._writeback_from >= WRITEBACK_BYTES:
+        if self.size - self._writeback_from >= self._writeback_step:
             self._start_writeback()
 
     def append_run(self, run: tuple[Any, ...]) -> None:
@@ -299,7 +302,7 @@ class _SegmentWriter:
         self._file.write(data)
         self._checksum.update(data)
         self.size += len(data)
-        if self.size - self._writeback_from >= WRITEBACK_BYTES:
+        if self.size - self._writeback_from >= self._writeback_step:
             self._start_writeback()
         self.batches += batches
         for magic, n in enumerate(by_magic):
