@@ -139,11 +139,11 @@ def durable_write(nbytes: int, directory: str, sources: list[str], repeats: int 
     """Write ``nbytes`` taken from ``sources`` (in order, again from the first when they run out)
     into files of the sources' sizes under ``directory``, each as the upgrade writes its
     outputs: in steps growing from ``rewrite.WRITEBACK_FIRST_BYTES`` to ``WRITEBACK_BYTES``, each
-    step's writeback started at once (``fileio.start_writeback``), then flushed and fsynced
-    (the last step goes with the fsync): the durable-write floor of an
-    upgrade that writes that much. The reading happens before the timer; the files are removed
-    after each pass, and the median of ``repeats`` passes counts (fsync times on this machine's
-    virtual disk vary severalfold from one pass to the next)."""
+    step's writeback started at once (``fileio.start_writeback``; the last step goes with the
+    fsync), then flushed and fsynced: the durable-write floor of an upgrade that writes that
+    much. The reading happens before the timer; the files are removed after each pass, and the
+    median of ``repeats`` passes counts (fsync times on this machine's virtual disk vary
+    severalfold from one pass to the next)."""
     from migration.formats.fileio import start_writeback
     from migration.migrations.upgrade.rewrite import WRITEBACK_BYTES, WRITEBACK_FIRST_BYTES
 
