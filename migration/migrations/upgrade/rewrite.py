@@ -273,8 +273,10 @@ class _SegmentWriter:
         self._writeback_step = WRITEBACK_FIRST_BYTES
 
     def _start_writeback(self) -> None:
-        """Start the disk writing what the file holds so far (fileio.start_writeback), so that
-        the fsync at close waits for the last few MiB, not the whole segment."""
+        """Once a step's bytes are written, start the disk writing them (fileio.start_writeback),
+        so that the fsync at close waits for the last few MiB, not the whole segment."""
+        if self.size - self._writeback_from < self._writeback_step:
+            return
         self._file.flush()
         start_writeback(self._file.fileno(), self._writeback_from, self.size - self._writeback_from)
         self._writeback_from = self.size
@@ -290,8 +292,7 @@ class _SegmentWriter:
         self.batches += 1
         self.bytes_by_magic[piece.magic] += n
         self.last_offset = piece.last_offset
-        if self.size - self._writeback_from >= self._writeback_step:
-            self._start_writeback()
+        self._start_writeback()
 
     def append_run(self, run: tuple[Any, ...]) -> None:
         """Many pieces at once, converted and indexed by the compiled core's segment walker
@@ -302,8 +303,7 @@ class _SegmentWriter:
         self._file.write(data)
         self._checksum.update(data)
         self.size += len(data)
-        if self.size - self._writeback_from >= self._writeback_step:
-            self._start_writeback()
+        self._start_writeback()
         self.batches += batches
         for magic, n in enumerate(by_magic):
             self.bytes_by_magic[magic] += n
