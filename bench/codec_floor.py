@@ -17,8 +17,10 @@ Reading the files and walking the batches (``FileRecords``) happen before the ti
 reported ``seconds`` is the codec loop alone (garbage collection off during it). Uncompressed
 messages and v2 batches cost nothing here: a converter needs no codec for them.
 
-The codec functions are the product's (gzip read with ISA-L and written with libdeflate when
-they import, else zlib): ``libraries`` in the output names them (:func:`compression.codec_libraries`).
+The codec functions are the product's, as the active record core installs them (gzip read and
+written with libdeflate called from the compiled core, ISA-L reading the streams it leaves; on
+the Python core ISA-L and the deflate package, else zlib): ``libraries`` in the output names them
+(:func:`compression.codec_libraries`).
 
 ``python -m bench.codec_floor [--repeat N] TARGET SEGMENT...`` prints one JSON line: seconds, bytes (of the
 segments), wrappers, compressed_bytes (their values), uncompressed_bytes, and ``by_codec``

@@ -34,6 +34,8 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 
+import os as _os
+
 import cramjam as _cramjam
 
 from migration.formats import _pycore as _py
@@ -1156,6 +1158,162 @@ def lz4_compress(data, int magic):
     finally:
         PyBuffer_Release(&v)
         PyBuffer_Release(&b)
+
+
+# ---------------------------------------------------------------- gzip (libdeflate, from C)
+#
+# The deflate package links libdeflate into its extension and exports libdeflate's API
+# (libdeflate.h); its Python functions allocate a compressor per call and cannot say how much
+# input a stream used. The compiled core resolves the four calls it needs in that extension at
+# import and calls them directly: one decompressor and one compressor for the process, used with
+# the GIL held (so never by two threads at once), output written straight into the bytes object.
+#
+# Reading takes the one case Kafka writes: a single gzip member with no optional header fields
+# (FLG 0; Java's GZIPOutputStream and libdeflate write that), its size from the trailer's ISIZE.
+# libdeflate checks the trailer's CRC-32 and ISIZE; the call must also use the whole input and
+# fill exactly ISIZE bytes. Anything else (several members, header fields, bytes after the
+# member, an ISIZE beyond deflate's largest expansion) and every error go to compression.py's
+# reader (``gzip_decompress_py``): same data, same errors as ever. Writing gives libdeflate's
+# bytes at Kafka's level, identical to the deflate package's ``gzip_compress`` (tested); the
+# inputs libdeflate would store raw go to ``gzip_compress_py`` as before.
+
+cdef extern from "<dlfcn.h>" nogil:
+    void *dlopen(const char *filename, int flags)
+    void *dlsym(void *handle, const char *symbol)
+    int RTLD_NOW
+    int RTLD_NOLOAD
+
+ctypedef void *(*ld_alloc_decompressor_fn)() noexcept nogil
+ctypedef void *(*ld_alloc_compressor_fn)(int level) noexcept nogil
+ctypedef int (*ld_gzip_decompress_ex_fn)(void *d, const void *src, size_t n, void *out, size_t avail,
+                                         size_t *used_in, size_t *used_out) noexcept nogil
+ctypedef size_t (*ld_gzip_compress_fn)(void *c, const void *src, size_t n, void *out, size_t avail) noexcept nogil
+ctypedef size_t (*ld_gzip_compress_bound_fn)(void *c, size_t n) noexcept nogil
+
+cdef enum:
+    GZIP_HEADER_LENGTH = 10            # ID1 ID2 CM FLG MTIME(4) XFL OS (RFC 1952 §2.3)
+    GZIP_TRAILER_LENGTH = 8            # CRC32, ISIZE (uint32 LE, the size mod 2^32)
+    GZIP_ID1 = 0x1F
+    GZIP_ID2 = 0x8B
+    GZIP_CM_DEFLATE = 8
+    # Deflate cannot expand more than 1032:1 (a 258-byte match per 2 bits at best, 5.5.2 of the
+    # zlib technical details); an ISIZE above that is not this stream's size.
+    DEFLATE_MAX_EXPANSION = 1032
+    LIBDEFLATE_SUCCESS = 0
+
+cdef ld_gzip_decompress_ex_fn _gunzip = NULL
+cdef ld_gzip_compress_fn _gzip = NULL
+cdef ld_gzip_compress_bound_fn _gzip_bound = NULL
+cdef void *_inflater = NULL
+cdef void *_deflater = NULL
+cdef Py_ssize_t _stored_max = _codecs.LIBDEFLATE_STORED_MAX
+
+
+cdef str _bind_libdeflate():
+    """Resolve libdeflate's calls in the deflate package's extension: "" when bound, else why not."""
+    global _gunzip, _gzip, _gzip_bound, _inflater, _deflater
+    cdef void *handle
+    cdef void *found[5]
+    cdef int i
+    if _codecs.deflate is None:
+        return "the deflate package is not importable"
+    path = _os.fsencode(_codecs.deflate._deflate.__file__)
+    handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD)  # loaded already: its import did it
+    if handle == NULL:
+        return f"{_codecs.deflate._deflate.__file__} is not loaded"
+    names = (b"libdeflate_alloc_decompressor", b"libdeflate_alloc_compressor", b"libdeflate_gzip_decompress_ex",
+             b"libdeflate_gzip_compress", b"libdeflate_gzip_compress_bound")
+    for i in range(5):
+        found[i] = dlsym(handle, <const char *>names[i])
+        if found[i] == NULL:
+            return f"{names[i].decode()} is not exported by the deflate package"
+    _inflater = (<ld_alloc_decompressor_fn>found[0])()
+    _deflater = (<ld_alloc_compressor_fn>found[1])(_codecs.GZIP_LEVEL)
+    if _inflater == NULL or _deflater == NULL:
+        return "libdeflate could not allocate its state"
+    _gunzip = <ld_gzip_decompress_ex_fn>found[2]
+    _gzip = <ld_gzip_compress_fn>found[3]
+    _gzip_bound = <ld_gzip_compress_bound_fn>found[4]
+    return ""
+
+
+cdef str _libdeflate_unbound = _bind_libdeflate()
+
+
+def gzip_library():
+    """``"libdeflate"`` when :func:`gzip_decompress` and :func:`gzip_compress` call libdeflate
+    from here, else None (they then are compression.py's pair: core.py does not install them)."""
+    return "libdeflate" if _gunzip != NULL else None
+
+
+def gzip_unavailable():
+    """Why libdeflate is not called from here ("" when it is)."""
+    return _libdeflate_unbound
+
+
+def gzip_decompress(data):
+    """compression.gzip_decompress: Kafka's single member inflated by libdeflate in one call,
+    anything else and every error by compression.py's reader."""
+    cdef Py_buffer v
+    cdef const unsigned char *d
+    cdef Py_ssize_t n
+    cdef size_t isize, used_in = 0, used_out = 0
+    cdef object out
+    if _gunzip != NULL:
+        get_view(data, &v)
+        try:
+            d = <const unsigned char *>v.buf
+            n = v.len
+            if (n >= GZIP_HEADER_LENGTH + GZIP_TRAILER_LENGTH and d[0] == GZIP_ID1 and d[1] == GZIP_ID2
+                    and d[2] == GZIP_CM_DEFLATE and d[3] == 0):
+                isize = le_u32(d + n - 4)
+                if isize <= <size_t>DEFLATE_MAX_EXPANSION * <size_t>n:
+                    out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>isize)
+                    if (_gunzip(_inflater, d, <size_t>n, PyBytes_AS_STRING(out), isize, &used_in, &used_out)
+                            == LIBDEFLATE_SUCCESS and used_in == <size_t>n and used_out == isize):
+                        return out
+        finally:
+            PyBuffer_Release(&v)
+    return _codecs.gzip_decompress_py(data)
+
+
+cdef enum:
+    GZIP_OUT_KEPT = 1 << 20            # the largest output buffer kept between calls
+cdef unsigned char *_gzip_out = NULL  # libdeflate's output, grown to the largest bound yet (up to GZIP_OUT_KEPT)
+cdef size_t _gzip_out_size = 0
+
+
+def gzip_compress(data):
+    """compression.gzip_compress: libdeflate at Kafka's level (the inputs it would store raw,
+    and a failure, by compression.py's writer)."""
+    global _gzip_out, _gzip_out_size
+    cdef Py_buffer v
+    cdef size_t bound, m = 0
+    cdef void *grown
+    cdef object big
+    if _gzip == NULL:
+        return _codecs.gzip_compress_py(data)
+    get_view(data, &v)
+    try:
+        if v.len > _stored_max:
+            bound = _gzip_bound(_deflater, <size_t>v.len)
+            if bound > GZIP_OUT_KEPT:  # rare: written into its own object, not kept
+                big = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>bound)
+                m = _gzip(_deflater, v.buf, <size_t>v.len, PyBytes_AS_STRING(big), bound)
+                if m != 0:
+                    return big[:m]
+                return _codecs.gzip_compress_py(data)
+            if bound > _gzip_out_size:
+                grown = realloc(_gzip_out, bound)
+                if grown == NULL:
+                    raise MemoryError()
+                _gzip_out, _gzip_out_size = <unsigned char *>grown, bound
+            m = _gzip(_deflater, v.buf, <size_t>v.len, _gzip_out, _gzip_out_size)
+            if m != 0:
+                return PyBytes_FromStringAndSize(<const char *>_gzip_out, <Py_ssize_t>m)
+    finally:
+        PyBuffer_Release(&v)
+    return _codecs.gzip_compress_py(data)
 
 
 # gzip goes straight to compression.py's active reader and writer, looked up at each call

@@ -18,10 +18,13 @@ lz4     Kafka's subset of the LZ4 frame format v1.5.1:
         The magic-0 reader skips HC; the magic-1/2 reader verifies it.
 zstd    standard zstd frames, only inside v2 batches.
 
-Libraries: gzip is read with ISA-L (``isal``) and written with libdeflate (``deflate``) at
-Kafka's default level, zlib standing in for either when its package cannot be imported
-(:func:`codec_libraries` says which are active); snappy, lz4 and zstd are cramjam's raw
-block calls, framed here. Kafka needs any valid gzip stream, not zlib's bytes: its reader is
+Libraries: in Python, gzip is read with ISA-L (``isal``) and written with libdeflate (``deflate``)
+at Kafka's default level, zlib standing in for either when its package cannot be imported; while
+the compiled record core is active, core.py installs its gzip pair instead, which calls
+libdeflate (the deflate package's copy) from C and hands every stream it does not take, and
+every error, to this module's reader (:func:`codec_libraries` says which are active). snappy,
+lz4 and zstd are cramjam's raw block calls, framed here (and for one-block frames in the
+compiled core). Kafka needs any valid gzip stream, not zlib's bytes: its reader is
 ``GZIPInputStream`` (GzipCompression.java).
 
 Source of the facts: docs/formats.md §1.8.
@@ -173,9 +176,15 @@ def _gzip_reader(decompressobj: Callable[[int], _Inflater], error: type[Exceptio
 gzip_decompress_zlib = _gzip_reader(zlib.decompressobj, zlib.error)
 gzip_decompress_isal = None if isal_zlib is None else _gzip_reader(isal_zlib.decompressobj, isal_zlib.error)
 
-# The active pair, chosen once at import: the fastest importable. Tests swap these names.
-gzip_decompress = gzip_decompress_zlib if gzip_decompress_isal is None else gzip_decompress_isal
-gzip_compress = gzip_compress_zlib if deflate is None else gzip_compress_libdeflate
+# The Python pair, chosen once at import: the fastest importable. core.py installs the compiled
+# core's pair (libdeflate called from C, falling back to these) in the names below while that core
+# is active, or this pair. Tests swap these names.
+gzip_decompress_py = gzip_decompress_zlib if gzip_decompress_isal is None else gzip_decompress_isal
+gzip_compress_py = gzip_compress_zlib if deflate is None else gzip_compress_libdeflate
+gzip_decompress = gzip_decompress_py
+gzip_compress = gzip_compress_py
+# What core.py says the installed compiled pair calls ("libdeflate"); None while it is not installed.
+gzip_compiled: str | None = None
 
 
 # ---------------------------------------------------------------- snappy (xerial)
@@ -453,12 +462,16 @@ def codec_libraries() -> dict[str, str]:
     and bench results)."""
     zlib_name = f"zlib {zlib.ZLIB_RUNTIME_VERSION}"
     cram = f"cramjam {cramjam.__version__}"
-    reader = zlib_name
-    if gzip_decompress is gzip_decompress_isal and isal is not None:
-        reader = f"isal {isal.__version__} (ISA-L {isal.ISAL_VERSION})"
-    writer = f"{zlib_name}, level {GZIP_LEVEL}"
-    if gzip_compress is gzip_compress_libdeflate and deflate is not None:
-        writer = f"libdeflate (deflate {deflate.__version__}), level {GZIP_LEVEL}"
+    isal_name = None if isal is None else f"isal {isal.__version__} (ISA-L {isal.ISAL_VERSION})"
+    libdeflate_name = None if deflate is None else f"libdeflate (deflate {deflate.__version__})"
+    reader = isal_name if gzip_decompress is gzip_decompress_isal and isal_name else zlib_name
+    writer = f"{libdeflate_name if gzip_compress is gzip_compress_libdeflate and libdeflate_name else zlib_name}, " \
+             f"level {GZIP_LEVEL}"
+    if gzip_compiled and libdeflate_name and gzip_decompress not in (gzip_decompress_zlib, gzip_decompress_isal):
+        fallback = isal_name if gzip_decompress_py is gzip_decompress_isal and isal_name else zlib_name
+        reader = f"{libdeflate_name} from the compiled core, {fallback} for other streams"
+    if gzip_compiled and libdeflate_name and gzip_compress not in (gzip_compress_zlib, gzip_compress_libdeflate):
+        writer = f"{libdeflate_name} from the compiled core, level {GZIP_LEVEL}"
     return {
         "gzip read": reader,
         "gzip write": writer,

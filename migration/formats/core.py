@@ -65,13 +65,18 @@ def _select(name: str) -> None:
 
 
 def _install_framing(compiled_framing: bool) -> None:
-    """The snappy and LZ4 framing of the active core into compression.py's names (the compiled
-    one frames one-block frames in C and falls back to the Python one for the rest)."""
+    """The snappy and LZ4 framing and the gzip calls of the active core into compression.py's
+    names (the compiled one frames one-block frames in C and calls libdeflate from C, and falls
+    back to the Python ones for the rest)."""
     src: Any = compiled if compiled_framing else None
     codecs.snappy_compress = src.snappy_compress if src else codecs.snappy_compress_py
     codecs.snappy_decompress = src.snappy_decompress if src else codecs.snappy_decompress_py
     codecs.lz4_compress = src.lz4_compress if src else codecs.lz4_compress_py
     codecs.lz4_decompress = src.lz4_decompress if src else codecs.lz4_decompress_py
+    gzip = src.gzip_library() if src else None
+    codecs.gzip_decompress = src.gzip_decompress if gzip else codecs.gzip_decompress_py
+    codecs.gzip_compress = src.gzip_compress if gzip else codecs.gzip_compress_py
+    codecs.gzip_compiled = gzip
 
 
 _select(PYTHON if compiled is None or os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0") else COMPILED)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from kafka import codec as kp
 
 from migration.formats import compression as codecs
+from migration.formats import core
 from migration.formats.errors import CorruptRecordError, KafkaFormatError
 from migration.formats.file_records import iterate_batches
 from migration.formats.legacy import LegacyBatch, encode_message
@@ -122,11 +123,19 @@ def _zlib_gzip(data: bytes, level: int = 6) -> bytes:
 
 
 def test_the_fast_libraries_are_active_here():
-    libs = codecs.codec_libraries()
-    assert libs["gzip read"].startswith("isal ")
-    assert libs["gzip write"].startswith("libdeflate ") and libs["gzip write"].endswith("level 6")
-    assert codecs.gzip_decompress is codecs.gzip_decompress_isal
-    assert codecs.gzip_compress is codecs.gzip_compress_libdeflate
+    with core.use(core.PYTHON):
+        libs = codecs.codec_libraries()
+        assert libs["gzip read"].startswith("isal ")
+        assert libs["gzip write"].startswith("libdeflate ") and libs["gzip write"].endswith("level 6")
+        assert codecs.gzip_decompress is codecs.gzip_decompress_isal is codecs.gzip_decompress_py
+        assert codecs.gzip_compress is codecs.gzip_compress_libdeflate is codecs.gzip_compress_py
+    with core.use(core.COMPILED):  # libdeflate called from C, ISA-L for the streams it leaves
+        assert core.compiled.gzip_library() == "libdeflate" and core.compiled.gzip_unavailable() == ""
+        assert codecs.gzip_decompress is core.compiled.gzip_decompress
+        assert codecs.gzip_compress is core.compiled.gzip_compress
+        libs = codecs.codec_libraries()
+        assert libs["gzip read"].startswith("libdeflate (deflate ") and "core, isal " in libs["gzip read"]
+        assert libs["gzip write"].startswith("libdeflate (deflate ") and libs["gzip write"].endswith("level 6")
 
 
 @pytest.mark.parametrize("magic", [0, 1, 2])
@@ -270,6 +279,87 @@ def test_isal_and_zlib_readers_agree_on_damaged_streams(seed, data):
         assert isal_out[0] is zlib_out[0]
 
 
+# ---------------------------------------------------------------- gzip from the compiled core
+# It takes Kafka's single member (no header fields) in one libdeflate call and hands every
+# other stream, and every error, to the Python reader: same data, same error, same position.
+
+
+def _gzip_with_header_fields(data: bytes, flags: int) -> bytes:
+    member = codecs.gzip_compress_zlib(data)
+    extra = b"".join(field for bit, field in ((0x04, b"\x02\x00ab"), (0x08, b"name\x00"), (0x10, b"note\x00"))
+                     if flags & bit)
+    head = member[:3] + bytes([flags]) + member[4:10] + extra
+    if flags & 0x02:  # FHCRC: the low 16 bits of the CRC-32 of the header
+        head += struct.pack("<H", zlib.crc32(head) & 0xFFFF)
+    return head + member[10:]
+
+
+GZIP_COMPILED_SEEDS = GZIP_SEEDS + [
+    _gzip_with_header_fields(TEXT, 0x08),
+    _gzip_with_header_fields(TEXT[:300], 0x02 | 0x04 | 0x10),
+    codecs.gzip_compress_py(bytes(70_000)),
+]
+needs_compiled = pytest.mark.skipif(core.compiled is None, reason="the compiled core is not built")
+
+
+@needs_compiled
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.sampled_from(GZIP_COMPILED_SEEDS), data=st.data())
+def test_compiled_gzip_reader_matches_the_python_reader_on_damaged_streams(seed, data):
+    damaged = _mutations(seed, data)
+    assert _verdict(core.compiled.gzip_decompress, damaged) == _verdict(codecs.gzip_decompress_py, damaged)
+
+
+@needs_compiled
+def test_compiled_gzip_reader_takes_kafkas_member_and_leaves_the_rest(monkeypatch):
+    handed: list[bytes] = []
+    python_reader = codecs.gzip_decompress_py
+    monkeypatch.setattr(codecs, "gzip_decompress_py", lambda data: handed.append(bytes(data)) or python_reader(data))
+    gunzip = core.compiled.gzip_decompress
+    one = codecs.gzip_compress_py(TEXT)
+    for taken in (one, codecs.gzip_compress_zlib(TEXT), kp.gzip_encode(TEXT), memoryview(b"--" + one)[2:]):
+        assert gunzip(taken) == TEXT
+    assert gunzip(codecs.gzip_compress_py(b"")) == b""
+    assert handed == []
+    left = [
+        one + one,  # two members
+        one + b"\x00",  # a byte after the member
+        _gzip_with_header_fields(TEXT, 0x08),  # FNAME
+        _gzip_with_header_fields(TEXT, 0x02),  # FHCRC: libdeflate skips the header CRC, zlib checks it
+        one[:-4] + struct.pack("<I", len(TEXT) - 1),  # ISIZE smaller than the data
+        one[:-4] + struct.pack("<I", len(TEXT) + 1),  # ... larger
+        one[:-8] + bytes([one[-8] ^ 1]) + one[-7:],  # the CRC-32
+    ]
+    verdicts = [_verdict(gunzip, stream) for stream in left]
+    assert handed == left
+    assert [kind for kind, _ in verdicts] == ["ok", "error", "ok", "ok", "error", "error", "error"]
+
+
+@needs_compiled
+def test_compiled_gzip_reader_believes_no_isize_beyond_deflates_expansion():
+    import tracemalloc
+
+    one = codecs.gzip_compress_py(TEXT)
+    lying = one[:-4] + struct.pack("<I", 0xFFFF_FFF0)  # 4 GiB from a 100-byte stream
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptRecordError, match="bad gzip stream"):
+            core.compiled.gzip_decompress(lying)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+
+
+@needs_compiled
+def test_compiled_gzip_writer_gives_the_deflate_packages_bytes(payloads):
+    big = random.Random(5).randbytes(1 << 20) + TEXT * 2000  # beyond the output buffer it keeps
+    for data in payloads + [b"", TEXT[: codecs.LIBDEFLATE_STORED_MAX], TEXT[: codecs.LIBDEFLATE_STORED_MAX + 1], big]:
+        out = core.compiled.gzip_compress(data)
+        assert type(out) is bytes and out == codecs.gzip_compress_py(data)
+        assert core.compiled.gzip_compress(memoryview(b"--" + data)[2:]) == out
+
+
 def test_without_isal_and_deflate_the_module_falls_back_to_zlib():
     # a fresh interpreter where both imports fail, as on a platform without their wheels
     code = (
@@ -279,6 +369,9 @@ def test_without_isal_and_deflate_the_module_falls_back_to_zlib():
         "assert c.gzip_compress is c.gzip_compress_zlib and c.gzip_decompress is c.gzip_decompress_zlib\n"
         "assert c.gzip_decompress_isal is None\n"
         "assert c.decompress(c.Compression.GZIP, c.compress(c.Compression.GZIP, data, 1), 1) == data\n"
+        "from migration.formats import core\n"  # the compiled core cannot call libdeflate either
+        "assert c.gzip_compress is c.gzip_compress_zlib and c.gzip_decompress is c.gzip_decompress_zlib\n"
+        "assert core.compiled is None or 'not importable' in core.compiled.gzip_unavailable()\n"
         "print(c.codec_libraries()['gzip read'], '|', c.codec_libraries()['gzip write'])\n"
     )
     env = os.environ | {"PYTHONPATH": str(ROOT)}

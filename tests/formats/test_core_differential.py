@@ -853,23 +853,26 @@ def test_the_survey_lets_the_walker_judge(tmp_path, monkeypatch) -> None:
     make = core.segment_walker
     monkeypatch.setattr(core, "segment_walker", lambda **kw: walkers.append(make(**kw)) or walkers[-1])
     inflated: list[int] = []
-    gunzip = codecs.gzip_decompress
-    monkeypatch.setattr(codecs, "gzip_decompress", lambda data: inflated.append(len(data)) or gunzip(data))
+    with core.use(core.COMPILED):  # first: selecting a core installs its gzip calls
+        gunzip = codecs.gzip_decompress
+        monkeypatch.setattr(codecs, "gzip_decompress", lambda data: inflated.append(len(data)) or gunzip(data))
+        _survey_rounds(tmp_path, walkers, inflated, _SegmentSurvey)
+
+
+def _survey_rounds(tmp_path: Path, walkers: list[Any], inflated: list[int], survey_type: Any) -> None:
     for deep in (False, True):
         in_target = tmp_path / "00000000000000000000.log"
         in_target.write_bytes(_v1_wrapper(0, 4, Compression.GZIP) + _v2(4, 3) + _v2(7, 2))
         del inflated[:]
-        survey = _SegmentSurvey(1, estimate_growth=False)
-        with core.use(core.COMPILED):
-            validate_segment(in_target, deep=deep, on_batch=survey)
+        survey = survey_type(1, estimate_growth=False)
+        validate_segment(in_target, deep=deep, on_batch=survey)
         assert walkers[-1].batches == 3 and walkers[-1].counted == 4 + 3 + 2 and len(inflated) == 1
         assert survey.records == 9 and set(survey.bytes_by_magic) == {"v1", "v2"}
         mixed = tmp_path / "00000000000000000010.log"
         mixed.write_bytes(_v0_run(10, 10) + _v1_wrapper(20, 4, Compression.GZIP) + _v2(24, 3) + _v0_run(27, 5))
         del inflated[:]
-        survey = _SegmentSurvey(1, estimate_growth=False)
-        with core.use(core.COMPILED):
-            validate_segment(mixed, deep=deep, on_batch=survey)
+        survey = survey_type(1, estimate_growth=False)
+        validate_segment(mixed, deep=deep, on_batch=survey)
         assert walkers[-1].batches == 17 and walkers[-1].counted == 0
         assert survey.records is None and set(survey.bytes_by_magic) == {"v0", "v1", "v2"}
         assert len(inflated) == (1 if deep else 0)  # deep validation decompresses it anyway
