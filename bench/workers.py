@@ -5,10 +5,17 @@ one JSON line, so a benchmark's memory is that of the worker alone, not of the r
   python -m bench.workers spark-upgrade TARGET MASTER BACKUP_ROOT LOG_DIR...
                                                                     the same on a new Spark session
   python -m bench.workers rewrite TARGET SEGMENT...                 rewrite_segment + read-back digest
+  python -m bench.workers proof DIGEST_BYTES CRC32_BYTES CRC32_CALLS CRC32C_BYTES CRC32C_CALLS
+                                                                    the proof floor of that much work
 
 The two upgrade workers report the run's phases as the driver runs them (``phases``: prepare,
 units, finalize; the driver's functions wrapped with timers, nothing else changed):
-everything outside ``units`` runs in the driver, one after the other, on any engine.
+everything outside ``units`` runs in the driver, one after the other, on any engine. The inline
+one also reports its proof work (``proof``): the bytes of canonical records and timestamps its
+record digests hashed (``RecordDigester.feed``/``feed_packed`` wrapped with counters) and the
+bytes and calls of CRC-32 and CRC-32C the compiled core computed in its units
+(``take_crc_counts``, from the end of the prepare step), so that ``proof`` can time that much
+hashing alone.
 """
 
 from __future__ import annotations
@@ -29,19 +36,22 @@ def _peak_rss_mb() -> float:
 
 
 @contextlib.contextmanager
-def _phases(times: dict[str, float]) -> Iterator[None]:
-    """Time the driver's phases of ``execute_upgrade`` into ``times`` (seconds)."""
+def _phases(times: dict[str, float], after_prepare: Callable[[], object] | None = None) -> Iterator[None]:
+    """Time the driver's phases of ``execute_upgrade`` into ``times`` (seconds); call
+    ``after_prepare`` when the prepare step returns."""
     from migration.migrations.upgrade import driver
 
     saved = driver.prepare_upgrade, driver.finalize_upgrade, driver.get_engine
 
-    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def timed(name: str, fn: Callable[..., Any], then: Callable[[], object] | None = None) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             t = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
                 times[name] = times.get(name, 0.0) + time.perf_counter() - t
+                if then is not None:
+                    then()
 
         return wrapper
 
@@ -50,7 +60,7 @@ def _phases(times: dict[str, float]) -> Iterator[None]:
         engine.run = timed("units", engine.run)
         return engine
 
-    driver.prepare_upgrade = timed("prepare", saved[0])  # type: ignore[assignment]
+    driver.prepare_upgrade = timed("prepare", saved[0], after_prepare)  # type: ignore[assignment]
     driver.finalize_upgrade = timed("finalize", saved[1])  # type: ignore[assignment]
     driver.get_engine = get_engine  # type: ignore[assignment]
     try:
@@ -59,20 +69,51 @@ def _phases(times: dict[str, float]) -> Iterator[None]:
         driver.prepare_upgrade, driver.finalize_upgrade, driver.get_engine = saved
 
 
+@contextlib.contextmanager
+def _digest_bytes(counted: dict[str, int]) -> Iterator[None]:
+    """Count into ``counted["digest_bytes"]`` what every record digest hashes: canonical record
+    bytes and 8 bytes of timestamp per record (docs: migration/formats/digest.py)."""
+    from migration.formats.digest import RecordDigester
+
+    saved = RecordDigester.feed, RecordDigester.feed_packed
+
+    def feed(self: Any, content: Any, timestamps: list[int], *args: Any) -> None:
+        counted["digest_bytes"] += len(content) + 8 * len(timestamps)
+        saved[0](self, content, timestamps, *args)
+
+    def feed_packed(self: Any, content: Any, timestamps: bytes, *args: Any) -> None:
+        counted["digest_bytes"] += len(content) + len(timestamps)
+        saved[1](self, content, timestamps, *args)
+
+    RecordDigester.feed, RecordDigester.feed_packed = feed, feed_packed  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        RecordDigester.feed, RecordDigester.feed_packed = saved  # type: ignore[method-assign]
+
+
 def _upgrade(target: str, backup_root: str, log_dirs: list[str], engine: str, spark: Any = None) -> dict[str, Any]:
     # Modules load outside the timer, as every baseline's imports are outside its own: the report
     # page's module (jinja2 and the page's template) is otherwise first loaded by the report's save.
     import migration.audit.html  # noqa: F401
     from migration.audit.model import UnitStatus
+    from migration.formats import core
     from migration.migrations.upgrade.driver import execute_upgrade
     from migration.migrations.upgrade.options import UpgradeOptions
 
     opts = UpgradeOptions(target=target, backup_root=backup_root)  # type: ignore[arg-type]
     phases: dict[str, float] = {}
+    counted = {"digest_bytes": 0}
+    # The CRCs of the units (each message read checked once, each written computed once, each
+    # read back checked once): counted from the end of the prepare step, whose checks of the same
+    # segments are a preflight, not the proof.
+    restart = core.compiled.take_crc_counts if core.compiled is not None else None
     t = time.perf_counter()
-    with _phases(phases):
+    with _phases(phases, after_prepare=restart), _digest_bytes(counted):
         report = execute_upgrade(log_dirs, options=opts, engine=engine, spark=spark)
     seconds = time.perf_counter() - t
+    # The units ran in this thread on the inline engine (on Spark in other processes: no counts).
+    crc = core.compiled.take_crc_counts() if core.compiled is not None and engine == "inline" else {}
     tot = report.totals
     # Totals count skipped segments (already in the target format) too: sum the rewritten ones.
     rewritten = [u for u in report.iter_results() if u.status is UnitStatus.OK]
@@ -89,6 +130,7 @@ def _upgrade(target: str, backup_root: str, log_dirs: list[str], engine: str, sp
             "phases": {k: round(v, 4) for k, v in phases.items()},
             "unit_seconds": round(sum(by_partition.values()), 4),
             "largest_partition_seconds": round(max(by_partition.values(), default=0.0), 4),
+            "proof": counted | crc if engine == "inline" else None,
             "peak_rss_mb": _peak_rss_mb()}
 
 
@@ -186,8 +228,56 @@ def durable_write(nbytes: int, directory: str, sources: list[str], repeats: int 
             "bytes": sum(len(d) for d in pieces), "files": len(pieces)}
 
 
+def proof(digest_bytes: int, crc32_bytes: int, crc32_calls: int, crc32c_bytes: int, crc32c_calls: int,
+          repeats: int = 3) -> dict[str, object]:
+    """The proof floor of an upgrade that did that much proof work (its ``proof`` counts): its
+    record digests' hashing, BLAKE3 over ``digest_bytes`` fed 2 MiB at a time (the digests take
+    a walker's run of canonical bytes per update), and its CRCs, CRC-32 over ``crc32_bytes`` and
+    CRC-32C over ``crc32c_bytes`` in pieces of the run's mean size per call, with the compiled
+    core's own functions (``_ccore.crc_pieces``, a C loop). Data from ``os.urandom``, made before
+    the timer; the median of ``repeats`` passes counts. Every upgrade that checks what it reads,
+    writes Kafka's checksums and proves its outputs with these digests does at least this work."""
+    import blake3
+
+    from migration.formats import core
+
+    if core.compiled is None:
+        raise SystemExit("the proof floor needs the compiled record core")
+    block = os.urandom(2 * 1024 * 1024)
+    crc_data = os.urandom(8 * 1024 * 1024)
+
+    def crc(nbytes: int, calls: int, castagnoli: bool) -> None:
+        piece = max(1, nbytes // calls) if calls else len(crc_data)
+        left = nbytes
+        while left > 0:
+            chunk = crc_data if left >= len(crc_data) else crc_data[:left]
+            core.compiled.crc_pieces(chunk, piece, castagnoli)
+            left -= len(chunk)
+
+    passes: list[tuple[float, float, float]] = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        h = blake3.blake3()
+        for _ in range(digest_bytes // len(block)):
+            h.update(block)
+        h.update(block[: digest_bytes % len(block)])
+        h.digest()
+        t1 = time.perf_counter()
+        crc(crc32_bytes, crc32_calls, False)
+        t2 = time.perf_counter()
+        crc(crc32c_bytes, crc32c_calls, True)
+        passes.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
+    passes.sort(key=sum)
+    digest_s, crc32_s, crc32c_s = passes[len(passes) // 2]
+    return {"seconds": digest_s + crc32_s + crc32c_s, "digest_s": round(digest_s, 4), "crc32_s": round(crc32_s, 4),
+            "crc32c_s": round(crc32c_s, 4), "passes": [round(sum(p), 4) for p in passes]}
+
+
 if __name__ == "__main__":
     cmd, target, *rest = sys.argv[1:]
+    if cmd == "proof":
+        print(json.dumps(proof(int(target), *map(int, rest))))
+        sys.exit(0)
     if cmd == "durable-write":
         print(json.dumps(durable_write(int(target), rest[0], rest[1:])))
         sys.exit(0)

@@ -48,6 +48,12 @@ cdef extern from "kcrc.h":
     int kcrc_init(int use_hw) nogil
     uint32_t kcrc32(uint32_t crc, const unsigned char *p, size_t n) nogil
     uint32_t kcrc32c(uint32_t crc, const unsigned char *p, size_t n) nogil
+    ctypedef struct kcrc_counts:
+        uint64_t crc32_bytes
+        uint64_t crc32_calls
+        uint64_t crc32c_bytes
+        uint64_t crc32c_calls
+    kcrc_counts kcrc_take_counts() nogil
 
 cdef extern from "kbytes.h":
     int16_t kb_i16(const unsigned char *p) nogil
@@ -180,6 +186,38 @@ def crc_features(use_hw=True):
     _features = kcrc_init(1 if use_hw else 0)
     return {"crc32c": "sse4.2" if _features & KCRC_HW_CRC32C else "table",
             "crc32": "pclmul" if _features & KCRC_HW_CRC32 else "table"}
+
+
+def take_crc_counts():
+    """The bytes and calls CRC-32 and CRC-32C have checksummed in this thread since the last
+    call, which starts the counts again from zero (``crc32_bytes``, ``crc32_calls``,
+    ``crc32c_bytes``, ``crc32c_calls``): the CRC work of a job, for the benchmarks' ceilings."""
+    cdef kcrc_counts c = kcrc_take_counts()
+    return {"crc32_bytes": c.crc32_bytes, "crc32_calls": c.crc32_calls,
+            "crc32c_bytes": c.crc32c_bytes, "crc32c_calls": c.crc32c_calls}
+
+
+def crc_pieces(data, Py_ssize_t piece, bint castagnoli):
+    """CRC-32 (or CRC-32C) of each ``piece`` bytes of ``data`` in turn, the last piece shorter,
+    XORed together: the cost of checksumming many messages of that size, in C (bench.workers
+    ``proof``, the CRC part of an upgrade's ceiling)."""
+    cdef Py_buffer v
+    cdef const unsigned char *p
+    cdef Py_ssize_t at = 0, n
+    cdef uint32_t acc = 0
+    if piece < 1:
+        raise ValueError(f"piece must be at least 1 byte, not {piece}")
+    get_view(data, &v)
+    try:
+        p = <const unsigned char *>v.buf
+        with nogil:
+            while at < v.len:
+                n = piece if piece < v.len - at else v.len - at
+                acc ^= kcrc32c(0, p + at, <size_t>n) if castagnoli else kcrc32(0, p + at, <size_t>n)
+                at += n
+    finally:
+        PyBuffer_Release(&v)
+    return acc
 
 
 # ---------------------------------------------------------------- growable output

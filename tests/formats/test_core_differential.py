@@ -502,6 +502,47 @@ def test_crc32_of_every_length_and_alignment_with_and_without_cpu_instructions()
         compiled.crc_features(True)
 
 
+def test_the_crc_counts_are_every_call_of_this_thread() -> None:
+    """What the benchmarks' proof floor is made of: each call's bytes, per function and thread."""
+    import threading
+
+    compiled = core.compiled
+    assert compiled is not None
+    compiled.take_crc_counts()
+    compiled.crc32(b"x" * 100)
+    compiled.crc32(b"x" * 100, 5)
+    compiled.crc32c(b"y" * 50)
+    compiled.crc32c(b"")
+    other: list[dict[str, int]] = []
+    thread = threading.Thread(target=lambda: (compiled.crc32c(b"z" * 999), other.append(compiled.take_crc_counts())))
+    thread.start()
+    thread.join()
+    assert compiled.take_crc_counts() == {"crc32_bytes": 200, "crc32_calls": 2, "crc32c_bytes": 50, "crc32c_calls": 2}
+    assert compiled.take_crc_counts() == dict.fromkeys(("crc32_bytes", "crc32_calls", "crc32c_bytes", "crc32c_calls"), 0)
+    assert other == [{"crc32_bytes": 0, "crc32_calls": 0, "crc32c_bytes": 999, "crc32c_calls": 1}]
+    # the walker's checks are counted too: a v0 message is CRC-32'd over its bytes from the magic on
+    msg = encode_message(0, MAGIC_V0, 0, -1, b"k", b"v" * 20)
+    compiled.take_crc_counts()
+    walker = core.segment_walker(deep=True, base_offset=0, next_base_offset=None)
+    assert walker.advance(msg, 0, 0) == len(msg)
+    assert compiled.take_crc_counts()["crc32_bytes"] == len(msg) - 16  # offset, size and CRC are not covered
+
+
+def test_crc_pieces_is_each_piece_checksummed_in_turn() -> None:
+    compiled = core.compiled
+    assert compiled is not None
+    data = random.Random(3).randbytes(1_000)
+    for piece in (1, 7, 300, 1_000, 5_000):
+        want32 = want32c = 0
+        for at in range(0, len(data), piece):
+            want32 ^= zlib.crc32(data[at : at + piece])
+            want32c ^= crc32c.crc32c(data[at : at + piece])
+        assert compiled.crc_pieces(data, piece, False) == want32
+        assert compiled.crc_pieces(memoryview(data), piece, True) == want32c
+    with pytest.raises(ValueError, match="at least 1 byte"):
+        compiled.crc_pieces(data, 0, False)
+
+
 @st.composite
 def damaged_records(draw: Any) -> tuple[bytes, int, int, int]:
     """(records region of a v2 batch, damaged through its hot fields, record count, base

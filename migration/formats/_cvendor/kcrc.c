@@ -270,8 +270,18 @@ int kcrc_init(int use_hw) {
     return hw_flags;
 }
 
+static __thread kcrc_counts counts;
+
+kcrc_counts kcrc_take_counts(void) {
+    kcrc_counts taken = counts;
+    counts = (kcrc_counts){0, 0, 0, 0};
+    return taken;
+}
+
 uint32_t kcrc32(uint32_t crc, const unsigned char *p, size_t n) {
     uint32_t s = ~crc;
+    counts.crc32_bytes += n;
+    counts.crc32_calls++;
 #if defined(__x86_64__) && defined(__GNUC__)
     if ((hw_flags & KCRC_HW_CRC32) && n >= PCLMUL_MIN) return ~crc32_pclmul(s, p, n);
 #endif
@@ -280,6 +290,8 @@ uint32_t kcrc32(uint32_t crc, const unsigned char *p, size_t n) {
 
 uint32_t kcrc32c(uint32_t crc, const unsigned char *p, size_t n) {
     uint32_t s = ~crc;
+    counts.crc32c_bytes += n;
+    counts.crc32c_calls++;
 #if defined(__x86_64__) && defined(__GNUC__)
     if (hw_flags & KCRC_HW_CRC32C) return ~crc32c_sse42(s, p, n);
 #endif
