@@ -14,8 +14,8 @@ everything outside ``units`` runs in the driver, one after the other, on any eng
 one also reports its proof work (``proof``): the bytes of canonical records and timestamps its
 record digests hashed (``RecordDigester.feed``/``feed_packed`` wrapped with counters) and the
 bytes and calls of CRC-32 and CRC-32C the compiled core computed in its units
-(``take_crc_counts``, from the end of the prepare step), so that ``proof`` can time that much
-hashing alone.
+(``take_crc_counts``, from the end of the prepare step; the units run in this process), so
+that ``proof`` can time that much hashing alone.
 """
 
 from __future__ import annotations

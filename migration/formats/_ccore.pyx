@@ -189,9 +189,10 @@ def crc_features(use_hw=True):
 
 
 def take_crc_counts():
-    """The bytes and calls CRC-32 and CRC-32C have checksummed in this thread since the last
+    """The bytes and calls CRC-32 and CRC-32C have checksummed in this process since the last
     call, which starts the counts again from zero (``crc32_bytes``, ``crc32_calls``,
-    ``crc32c_bytes``, ``crc32c_calls``): the CRC work of a job, for the benchmarks' ceilings."""
+    ``crc32c_bytes``, ``crc32c_calls``): the CRC work of a job, for the benchmarks' ceilings
+    (threads checksumming at once may lose a few counts)."""
     cdef kcrc_counts c = kcrc_take_counts()
     return {"crc32_bytes": c.crc32_bytes, "crc32_calls": c.crc32_calls,
             "crc32c_bytes": c.crc32c_bytes, "crc32c_calls": c.crc32c_calls}

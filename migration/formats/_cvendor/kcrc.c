@@ -270,7 +270,7 @@ int kcrc_init(int use_hw) {
     return hw_flags;
 }
 
-static __thread kcrc_counts counts;
+static kcrc_counts counts;
 
 kcrc_counts kcrc_take_counts(void) {
     kcrc_counts taken = counts;

@@ -27,9 +27,10 @@ int kcrc_init(int use_hw);
 uint32_t kcrc32(uint32_t crc, const unsigned char *p, size_t n);
 uint32_t kcrc32c(uint32_t crc, const unsigned char *p, size_t n);
 
-/* The bytes and calls each function has checksummed in the calling thread since its last
+/* The bytes and calls each function has checksummed in this process since the last
  * kcrc_take_counts (which starts them again from zero): how much CRC work a job did, for the
- * benchmarks' ceilings (docs/benchmarks.md). Per thread, so counting takes no lock. */
+ * benchmarks' ceilings (docs/benchmarks.md). Plain counters, one add per call: threads
+ * checksumming at once may lose a few counts (a statistic, not a result). */
 typedef struct {
     uint64_t crc32_bytes, crc32_calls, crc32c_bytes, crc32c_calls;
 } kcrc_counts;
