@@ -1235,8 +1235,8 @@ cdef enum:
     GZIP_ID1 = 0x1F
     GZIP_ID2 = 0x8B
     GZIP_CM_DEFLATE = 8
-    # Deflate cannot expand more than 1032:1 (a 258-byte match per 2 bits at best, 5.5.2 of the
-    # zlib technical details); an ISIZE above that is not this stream's size.
+    # Deflate cannot expand more than 1032:1 (its longest match, 258 bytes, costs at least 2
+    # bits: 258 * 8 / 2); an ISIZE above that is not this stream's size.
     DEFLATE_MAX_EXPANSION = 1032
     LIBDEFLATE_SUCCESS = 0
 
