@@ -1329,27 +1329,27 @@ def gzip_compress(data):
     cdef Py_buffer v
     cdef size_t bound, m = 0
     cdef void *grown
-    cdef object big
+    cdef unsigned char *out
+    cdef object big = None
     if _gzip == NULL:
         return _codecs.gzip_compress_py(data)
     get_view(data, &v)
     try:
         if v.len > _stored_max:
             bound = _gzip_bound(_deflater, <size_t>v.len)
-            if bound > GZIP_OUT_KEPT:  # rare: written into its own object, not kept
+            if bound > GZIP_OUT_KEPT:  # rare: written into an object of its own, not kept
                 big = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>bound)
-                m = _gzip(_deflater, v.buf, <size_t>v.len, PyBytes_AS_STRING(big), bound)
-                if m != 0:
-                    return big[:m]
-                return _codecs.gzip_compress_py(data)
-            if bound > _gzip_out_size:
-                grown = realloc(_gzip_out, bound)
-                if grown == NULL:
-                    raise MemoryError()
-                _gzip_out, _gzip_out_size = <unsigned char *>grown, bound
-            m = _gzip(_deflater, v.buf, <size_t>v.len, _gzip_out, _gzip_out_size)
+                out = <unsigned char *>PyBytes_AS_STRING(big)
+            else:
+                if bound > _gzip_out_size:
+                    grown = realloc(_gzip_out, bound)
+                    if grown == NULL:
+                        raise MemoryError()
+                    _gzip_out, _gzip_out_size = <unsigned char *>grown, bound
+                out = _gzip_out
+            m = _gzip(_deflater, v.buf, <size_t>v.len, out, bound)
             if m != 0:
-                return PyBytes_FromStringAndSize(<const char *>_gzip_out, <Py_ssize_t>m)
+                return big[:m] if big is not None else PyBytes_FromStringAndSize(<const char *>out, <Py_ssize_t>m)
     finally:
         PyBuffer_Release(&v)
     return _codecs.gzip_compress_py(data)
