@@ -5,25 +5,29 @@ one JSON line, so a benchmark's memory is that of the worker alone, not of the r
   python -m bench.workers spark-upgrade TARGET MASTER BACKUP_ROOT LOG_DIR...
                                                                     the same on a new Spark session
   python -m bench.workers rewrite TARGET SEGMENT...                 rewrite_segment + read-back digest
-  python -m bench.workers proof DIGEST_BYTES CRC32_BYTES CRC32_CALLS CRC32C_BYTES CRC32C_CALLS
+  python -m bench.workers proof DIGEST_BYTES FILE_BYTES CRC32_BYTES CRC32_CALLS CRC32C_BYTES CRC32C_CALLS
                                                                     the proof floor of that much work
+  python -m bench.workers durable-write NBYTES DIRECTORY SOURCE...  the durable-write floor of NBYTES
 
 The two upgrade workers report the run's phases as the driver runs them (``phases``: prepare,
 units, finalize; the driver's functions wrapped with timers, nothing else changed):
 everything outside ``units`` runs in the driver, one after the other, on any engine. The inline
 one also reports its proof work (``proof``): the bytes of canonical records and timestamps its
-record digests hashed (``RecordDigester.feed``/``feed_packed`` wrapped with counters) and the
-bytes and calls of CRC-32 and CRC-32C the compiled core computed in its units
-(``take_crc_counts``, from the end of the prepare step; the units run in this process), so
-that ``proof`` can time that much hashing alone.
+record digests hashed (``RecordDigester.feed``/``feed_packed`` wrapped with counters), the
+bytes its whole-file checksums hashed (``checksum.file_hasher`` wrapped), and the bytes and
+calls of CRC-32 and CRC-32C the compiled core computed in its units (``take_crc_counts``, from
+the end of the prepare step; the units run in this process), so that ``proof`` can time that
+much hashing alone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import os
 import resource
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -92,6 +96,37 @@ def _digest_bytes(counted: dict[str, int]) -> Iterator[None]:
         RecordDigester.feed, RecordDigester.feed_packed = saved  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def _file_checksum_bytes(counted: dict[str, int]) -> Iterator[None]:
+    """Count into ``counted["file_bytes"]`` what every whole-file checksum hashes
+    (migration/migrations/common/checksum.py): the originals a unit backs up, and the output
+    segments it writes, by which a resume or rollback after a crash tells them apart."""
+    from migration.migrations.common import checksum
+    from migration.migrations.upgrade import rewrite
+
+    saved = checksum.file_hasher
+
+    class Counting:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def update(self, data: Any, /) -> object:
+            counted["file_bytes"] += memoryview(data).nbytes
+            return self.inner.update(data)
+
+        def hexdigest(self) -> str:
+            return str(self.inner.hexdigest())
+
+    def file_hasher(algorithm: Any) -> Any:
+        return Counting(saved(algorithm))
+
+    checksum.file_hasher = rewrite.file_hasher = file_hasher  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        checksum.file_hasher = rewrite.file_hasher = saved  # type: ignore[assignment]
+
+
 def _upgrade(target: str, backup_root: str, log_dirs: list[str], engine: str, spark: Any = None) -> dict[str, Any]:
     # Modules load outside the timer, as every baseline's imports are outside its own: the report
     # page's module (jinja2 and the page's template) is otherwise first loaded by the report's save.
@@ -103,13 +138,13 @@ def _upgrade(target: str, backup_root: str, log_dirs: list[str], engine: str, sp
 
     opts = UpgradeOptions(target=target, backup_root=backup_root)  # type: ignore[arg-type]
     phases: dict[str, float] = {}
-    counted = {"digest_bytes": 0}
+    counted = {"digest_bytes": 0, "file_bytes": 0}
     # The CRCs of the units (each message read checked once, each written computed once, each
     # read back checked once): counted from the end of the prepare step, whose checks of the same
     # segments are a preflight, not the proof.
     restart = core.compiled.take_crc_counts if core.compiled is not None else None
     t = time.perf_counter()
-    with _phases(phases, after_prepare=restart), _digest_bytes(counted):
+    with _phases(phases, after_prepare=restart), _digest_bytes(counted), _file_checksum_bytes(counted):
         report = execute_upgrade(log_dirs, options=opts, engine=engine, spark=spark)
     seconds = time.perf_counter() - t
     # The units ran in this thread on the inline engine (on Spark in other processes: no counts).
@@ -177,20 +212,114 @@ def rewrite(target: str, segments: list[str]) -> dict[str, object]:
     return {"seconds": time.perf_counter() - t, "bytes": size, "records": records, "peak_rss_mb": _peak_rss_mb()}
 
 
-def durable_write(nbytes: int, directory: str, sources: list[str], repeats: int = 3) -> dict[str, object]:
-    """Write ``nbytes`` taken from ``sources`` (in order, again from the first when they run out)
-    into files of the sources' sizes under ``directory``, each as the upgrade writes its
-    outputs: in steps growing from ``rewrite.WRITEBACK_FIRST_BYTES`` to ``WRITEBACK_BYTES``, each
-    step's writeback started at once (``fileio.start_writeback``; the last step goes with the
-    fsync), then flushed and fsynced: the durable-write floor of an upgrade that writes that
-    much. The reading happens before the timer; the files are removed after each pass, and the
-    median of ``repeats`` passes counts (fsync times on this machine's virtual disk vary
-    severalfold from one pass to the next)."""
-    from migration.formats.fileio import start_writeback
-    from migration.migrations.upgrade.rewrite import WRITEBACK_BYTES, WRITEBACK_FIRST_BYTES
+# Direct I/O moves whole blocks between the disk and a buffer aligned to them; 4 KiB is a
+# multiple of any logical block size Linux devices report.
+_DIRECT_ALIGN = 4096
 
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_back(path: Path, buf: bytearray) -> int:
+    """Every byte of ``path`` read into ``buf`` in turn, through the page cache."""
+    n = 0
+    with open(path, "rb", buffering=0) as f:
+        while k := f.readinto(buf):
+            n += k
+    return n
+
+
+def _buffered_pass(pieces: list[bytes], where: Path) -> float:
+    """The pieces written as the upgrade writes its outputs (steps growing from
+    ``rewrite.WRITEBACK_FIRST_BYTES`` to ``WRITEBACK_BYTES``, each step's writeback started at
+    once, fsync per file and of the directory), then read back through the page cache."""
+    from migration.formats.fileio import start_writeback
+    from migration.migrations.upgrade.rewrite import WRITE_BUFFER_SIZE, WRITEBACK_BYTES, WRITEBACK_FIRST_BYTES
+
+    t = time.perf_counter()
+    for i, data in enumerate(pieces):
+        with open(where / f"{i:06d}.log", "wb") as f:
+            view = memoryview(data)
+            at, step = 0, WRITEBACK_FIRST_BYTES
+            while at < len(view):
+                f.write(view[at : at + step])
+                if at + step < len(view):
+                    f.flush()
+                    start_writeback(f.fileno(), at, step)
+                at, step = at + step, min(2 * step, WRITEBACK_BYTES)
+            f.flush()
+            os.fsync(f.fileno())
+    _fsync_dir(where)
+    buf = bytearray(WRITE_BUFFER_SIZE)
+    for i in range(len(pieces)):
+        _read_back(where / f"{i:06d}.log", buf)
+    return time.perf_counter() - t
+
+
+def _direct_pass(pieces: list[bytes], where: Path) -> float | None:
+    """The pieces written with direct I/O (O_DIRECT: from an aligned buffer straight to the disk,
+    no page cache), the last block padded and the file cut to its size, fsync per file and of
+    the directory; then read back with direct I/O. None where the file system refuses it."""
+    from migration.migrations.upgrade.rewrite import WRITEBACK_BYTES
+
+    buf = mmap.mmap(-1, WRITEBACK_BYTES)  # page-aligned
+    view = memoryview(buf)
+    t = time.perf_counter()
+    try:
+        for i, data in enumerate(pieces):
+            path = where / f"{i:06d}.log"
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o644)
+            except OSError:
+                return None
+            try:
+                for at in range(0, len(data), WRITEBACK_BYTES):
+                    chunk = data[at : at + WRITEBACK_BYTES]
+                    view[: len(chunk)] = chunk
+                    padded = -(-len(chunk) // _DIRECT_ALIGN) * _DIRECT_ALIGN
+                    view[len(chunk) : padded] = bytes(padded - len(chunk))
+                    os.write(fd, view[:padded])
+                os.ftruncate(fd, len(data))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(where)
+        for i in range(len(pieces)):
+            fd = os.open(where / f"{i:06d}.log", os.O_RDONLY | os.O_DIRECT)
+            try:
+                while os.readv(fd, [view]) == len(view):
+                    pass
+            finally:
+                os.close(fd)
+        return time.perf_counter() - t
+    finally:
+        view.release()
+        buf.close()
+
+
+def durable_write(nbytes: int, directory: str, sources: list[str], repeats: int = 3) -> dict[str, object]:
+    """The durable-write floor of an upgrade that writes ``nbytes``: that many bytes taken from
+    ``sources`` (in order, again from the first when they run out) written into files of the
+    sources' sizes under ``directory``, made durable and read back, in the cheaper of two ways:
+    as the upgrade writes (through the page cache, ``_buffered_pass``) and with direct I/O
+    (``_direct_pass``). The reading of the sources happens before the timer, and the median of
+    ``repeats`` passes of each way counts (fsync times on this machine's virtual disk vary
+    severalfold from one pass to the next).
+
+    Every pass writes files of its own, and all are removed only after the last pass. An upgrade
+    keeps its inputs (they become the backup), so its outputs take page-cache pages that were
+    free, never pages it has just freed; a pass writing into the previous pass's freed pages
+    would be faster than any upgrade can be on a machine that charges for fresh pages, as this
+    virtual machine does (docs/benchmarks.md, "Fresh pages"). Direct I/O takes no page-cache
+    pages at all, but its read-back comes from the disk."""
     out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
     pieces: list[bytes] = []
     left = nbytes
     while left > 0 and sources:
@@ -200,43 +329,34 @@ def durable_write(nbytes: int, directory: str, sources: list[str], repeats: int 
             left -= len(data)
             if left <= 0:
                 break
-    passes = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for i, data in enumerate(pieces):
-            with open(out / f"{i:06d}.log", "wb") as f:
-                view = memoryview(data)
-                at, step = 0, WRITEBACK_FIRST_BYTES
-                while at < len(view):
-                    f.write(view[at : at + step])
-                    if at + step < len(view):
-                        f.flush()
-                        start_writeback(f.fileno(), at, step)
-                    at, step = at + step, min(2 * step, WRITEBACK_BYTES)
-                f.flush()
-                os.fsync(f.fileno())
-        fd = os.open(out, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        passes.append(time.perf_counter() - t)
-        for i in range(len(pieces)):
-            (out / f"{i:06d}.log").unlink()
-        os.sync()
-    return {"seconds": sorted(passes)[len(passes) // 2], "passes": [round(x, 4) for x in passes],
+    passes: dict[str, list[float]] = {"buffered": [], "direct": []}
+    for k in range(repeats):
+        for way, run in (("buffered", _buffered_pass), ("direct", _direct_pass)):
+            where = out / f"{way}-{k}"
+            where.mkdir()
+            seconds = run(pieces, where)
+            if seconds is not None:
+                passes[way].append(seconds)
+            os.sync()
+    shutil.rmtree(out)
+    medians = {way: sorted(p)[len(p) // 2] for way, p in passes.items() if p}
+    return {"seconds": min(medians.values()), "way": min(medians, key=medians.__getitem__),
+            "buffered_s": medians["buffered"], "direct_s": medians.get("direct"),
+            "passes": {way: [round(x, 4) for x in p] for way, p in passes.items()},
             "bytes": sum(len(d) for d in pieces), "files": len(pieces)}
 
 
-def proof(digest_bytes: int, crc32_bytes: int, crc32_calls: int, crc32c_bytes: int, crc32c_calls: int,
-          repeats: int = 3) -> dict[str, object]:
+def proof(digest_bytes: int, file_bytes: int, crc32_bytes: int, crc32_calls: int, crc32c_bytes: int,
+          crc32c_calls: int, repeats: int = 3) -> dict[str, object]:
     """The proof floor of an upgrade that did that much proof work (its ``proof`` counts): its
     record digests' hashing, BLAKE3 over ``digest_bytes`` fed 2 MiB at a time (the digests take
-    a walker's run of canonical bytes per update), and its CRCs, CRC-32 over ``crc32_bytes`` and
-    CRC-32C over ``crc32c_bytes`` in pieces of the run's mean size per call, with the compiled
-    core's own functions (``_ccore.crc_pieces``, a C loop). Data from ``os.urandom``, made before
-    the timer; the median of ``repeats`` passes counts. Every upgrade that checks what it reads,
-    writes Kafka's checksums and proves its outputs with these digests does at least this work."""
+    a walker's run of canonical bytes per update); its whole-file checksums, BLAKE3 over
+    ``file_bytes`` the same way; and its CRCs, CRC-32 over ``crc32_bytes`` and CRC-32C over
+    ``crc32c_bytes`` in pieces of the run's mean size per call, with the compiled core's own
+    functions (``_ccore.crc_pieces``, a C loop). Data from ``os.urandom``, made before the
+    timer; the median of ``repeats`` passes counts. Every upgrade that checks what it reads,
+    writes Kafka's checksums, proves its outputs with these digests and can tell its outputs
+    from the originals after a crash does at least this work."""
     import blake3
 
     from migration.formats import core
@@ -246,6 +366,13 @@ def proof(digest_bytes: int, crc32_bytes: int, crc32_calls: int, crc32c_bytes: i
     block = os.urandom(2 * 1024 * 1024)
     crc_data = os.urandom(8 * 1024 * 1024)
 
+    def blake(nbytes: int) -> None:
+        h = blake3.blake3()
+        for _ in range(nbytes // len(block)):
+            h.update(block)
+        h.update(block[: nbytes % len(block)])
+        h.digest()
+
     def crc(nbytes: int, calls: int, castagnoli: bool) -> None:
         piece = max(1, nbytes // calls) if calls else len(crc_data)
         left = nbytes
@@ -254,23 +381,22 @@ def proof(digest_bytes: int, crc32_bytes: int, crc32_calls: int, crc32c_bytes: i
             core.compiled.crc_pieces(chunk, piece, castagnoli)
             left -= len(chunk)
 
-    passes: list[tuple[float, float, float]] = []
+    passes: list[tuple[float, float, float, float]] = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        h = blake3.blake3()
-        for _ in range(digest_bytes // len(block)):
-            h.update(block)
-        h.update(block[: digest_bytes % len(block)])
-        h.digest()
+        blake(digest_bytes)
         t1 = time.perf_counter()
-        crc(crc32_bytes, crc32_calls, False)
+        blake(file_bytes)
         t2 = time.perf_counter()
+        crc(crc32_bytes, crc32_calls, False)
+        t3 = time.perf_counter()
         crc(crc32c_bytes, crc32c_calls, True)
-        passes.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
+        passes.append((t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3))
     passes.sort(key=sum)
-    digest_s, crc32_s, crc32c_s = passes[len(passes) // 2]
-    return {"seconds": digest_s + crc32_s + crc32c_s, "digest_s": round(digest_s, 4), "crc32_s": round(crc32_s, 4),
-            "crc32c_s": round(crc32c_s, 4), "passes": [round(sum(p), 4) for p in passes]}
+    digest_s, files_s, crc32_s, crc32c_s = passes[len(passes) // 2]
+    return {"seconds": digest_s + files_s + crc32_s + crc32c_s, "digest_s": round(digest_s, 4),
+            "files_s": round(files_s, 4), "crc32_s": round(crc32_s, 4), "crc32c_s": round(crc32c_s, 4),
+            "passes": [round(sum(p), 4) for p in passes]}
 
 
 if __name__ == "__main__":
