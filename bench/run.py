@@ -284,9 +284,11 @@ def _upgrade_row(name: str, up: dict[str, Any], nbytes: int) -> Row:
     ph = up["phases"]
     print(f"  {name}: {up['seconds']:.3f}s" + (f" (Spark start {up['startup']:.2f}s)" if "startup" in up else "")
           + f"; prepare {ph.get('prepare', 0):.3f}s, units {ph.get('units', 0):.3f}s, "
-          f"finalize {ph.get('finalize', 0):.3f}s", flush=True)
+          f"finalize {ph.get('finalize', 0):.3f}s; CPU user {up['cpu_user_s']:.3f}s, kernel {up['cpu_sys_s']:.3f}s",
+          flush=True)
     return _row(name, up["seconds"], nbytes, up["records_rewritten"], bytes_rewritten=up["bytes_rewritten"],
                 **({"runs_s": up["runs_s"]} if "runs_s" in up else {}),
+                cpu_user_s=up["cpu_user_s"], cpu_sys_s=up["cpu_sys_s"],
                 peak_rss_mb=round(up["peak_rss_mb"], 1), phases=up["phases"])
 
 

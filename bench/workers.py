@@ -143,10 +143,12 @@ def _upgrade(target: str, backup_root: str, log_dirs: list[str], engine: str, sp
     # read back checked once): counted from the end of the prepare step, whose checks of the same
     # segments are a preflight, not the proof.
     restart = core.compiled.take_crc_counts if core.compiled is not None else None
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     t = time.perf_counter()
     with _phases(phases, after_prepare=restart), _digest_bytes(counted), _file_checksum_bytes(counted):
         report = execute_upgrade(log_dirs, options=opts, engine=engine, spark=spark)
     seconds = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
     # The units ran in this thread on the inline engine (on Spark in other processes: no counts).
     crc = core.compiled.take_crc_counts() if core.compiled is not None and engine == "inline" else {}
     tot = report.totals
@@ -166,6 +168,10 @@ def _upgrade(target: str, backup_root: str, log_dirs: list[str], engine: str, sp
             "unit_seconds": round(sum(by_partition.values()), 4),
             "largest_partition_seconds": round(max(by_partition.values(), default=0.0), 4),
             "proof": counted | crc if engine == "inline" else None,
+            # This process's CPU time in the run, in user space and in the kernel (the kernel's
+            # share is mostly the copies of reads and writes through the page cache); on Spark
+            # the units' work is in the executors, not here.
+            "cpu_user_s": round(r1.ru_utime - r0.ru_utime, 4), "cpu_sys_s": round(r1.ru_stime - r0.ru_stime, 4),
             "peak_rss_mb": _peak_rss_mb()}
 
 
