@@ -12,10 +12,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import queue
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from os import PathLike
 from pathlib import Path
+from typing import Any, Protocol
 
 from migration.formats.errors import InvalidFileNameError
 from migration.formats.names import LEFTOVER_SUFFIXES, offset_from_file_name
@@ -142,3 +145,130 @@ def start_writeback(fd: int, offset: int, nbytes: int) -> bool:
     if _SYNC_FILE_RANGE is None:
         return False
     return _SYNC_FILE_RANGE(fd, offset, nbytes, SYNC_FILE_RANGE_WRITE) == 0
+
+
+class _Hasher(Protocol):
+    def update(self, data: Any, /) -> object: ...
+
+
+class BackgroundWriter:
+    """A file written from a thread of its own, so that the copies into the page cache, the
+    checksum and the writeback requests run while the caller goes on (on another core).
+
+    ``write`` copies the caller's bytes into one of ``chunks`` buffers of ``chunk_bytes`` (the
+    caller's bytes may be a view it reuses) and hands each full buffer to the thread, which
+    updates ``hasher`` with it, writes it, and starts the disk writing each step of the file
+    (``start_writeback``; steps double from ``first_step`` to ``max_step``). When every buffer
+    is in the thread's hands, ``write`` waits for one: memory stays bounded. The thread takes
+    the GIL a few times per buffer, so buffers are large: a busy caller yields it only every
+    few milliseconds.
+
+    ``close`` writes the rest, waits for the thread, and fsyncs: the file is durable when it
+    returns, as with a plain write and fsync. A write error in the thread is raised by the next
+    ``write`` or by ``close`` (nothing after it is written); ``abort`` drops what is pending and
+    closes the file without an fsync. The file is created or truncated at construction."""
+
+    def __init__(self, path: StrPath, *, chunk_bytes: int, chunks: int = 3, first_step: int, max_step: int,
+                 hasher: _Hasher | None = None) -> None:
+        self.path = os.fspath(path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._hasher = hasher
+        self._free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
+        self._full: queue.SimpleQueue[tuple[bytearray, int] | None] = queue.SimpleQueue()
+        for _ in range(chunks - 1):
+            self._free.put(bytearray(chunk_bytes))
+        self._buf = bytearray(chunk_bytes)
+        self._fill = 0
+        self._error: BaseException | None = None
+        self._dropping = False
+        self._done = False
+        self._written = 0
+        self._writeback_from = 0
+        self._step = first_step
+        self._max_step = max_step
+        self._thread = threading.Thread(target=self._run, name=f"writer {Path(self.path).name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (item := self._full.get()) is not None:
+            buf, n = item
+            try:
+                if self._error is None and not self._dropping:
+                    self._write(memoryview(buf)[:n])
+            except BaseException as e:  # raised in the caller's thread by write or close
+                self._error = e
+            finally:
+                self._free.put(buf)
+
+    def _write(self, view: memoryview) -> None:
+        n = len(view)
+        if self._hasher is not None:
+            self._hasher.update(view)
+        while view:
+            view = view[os.write(self._fd, view):]
+        self._written += n
+        if self._written - self._writeback_from >= self._step:
+            start_writeback(self._fd, self._writeback_from, self._written - self._writeback_from)
+            self._writeback_from = self._written
+            self._step = min(2 * self._step, self._max_step)
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _hand_off(self) -> None:
+        self._full.put((self._buf, self._fill))
+        self._buf = self._free.get()
+        self._fill = 0
+        self._raise_error()
+
+    def write(self, data: BytesLike) -> None:
+        """Append ``data``; it may be reused by the caller as soon as this returns."""
+        if self._done:
+            raise ValueError(f"{self.path}: written after close")
+        view = memoryview(data).cast("B")
+        buf, n, at = self._buf, len(view), 0
+        while n - at:
+            k = min(n - at, len(buf) - self._fill)
+            buf[self._fill : self._fill + k] = view[at : at + k]
+            self._fill += k
+            at += k
+            if self._fill == len(buf):
+                self._hand_off()
+                buf = self._buf
+
+    def close(self) -> None:
+        """Write what is left, wait for the thread, fsync and close: durable on return. On an
+        error the file is closed (not fsynced) and the error raised."""
+        if self._done:
+            return
+        try:
+            if self._fill:
+                self._full.put((self._buf, self._fill))
+                self._fill = 0
+            self._stop()
+            self._raise_error()
+            os.fsync(self._fd)
+        finally:
+            self._close_fd()
+
+    def abort(self) -> None:
+        """Drop what is not written yet, wait for the thread and close the file, no fsync."""
+        if self._done:
+            return
+        self._dropping = True
+        try:
+            self._stop()
+        finally:
+            self._close_fd()
+
+    def _stop(self) -> None:
+        self._done = True
+        self._full.put(None)
+        self._thread.join()
+
+    def _close_fd(self) -> None:
+        self._done = True
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)

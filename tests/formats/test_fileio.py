@@ -1,13 +1,20 @@
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from migration.formats import fileio
 from migration.formats.errors import InvalidFileNameError
-from migration.formats.fileio import atomic_write, fsync_dir, offset_from_path, start_writeback
+from migration.formats.fileio import BackgroundWriter, atomic_write, fsync_dir, offset_from_path, start_writeback
 
 
 def test_atomic_write_bytes_and_no_temp_left(tmp_path: Path) -> None:
@@ -94,3 +101,112 @@ def test_start_writeback_reaches_the_kernel(tmp_path: Path) -> None:
         os.close(fd)
     assert not start_writeback(fd, 0, 100_000)
     assert path.read_bytes() == b"k" * 100_000
+
+
+# ------------------------------------------------------------------ BackgroundWriter
+
+
+def _writer_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("writer ")]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.binary(max_size=200), max_size=30), chunk=st.sampled_from([1, 7, 64, 4096]),
+       chunks=st.integers(min_value=2, max_value=4))
+def test_background_writer_writes_and_hashes_every_byte_in_order(tmp_path: Path, pieces: list[bytes], chunk: int,
+                                                                  chunks: int) -> None:
+    """Pieces of any size, smaller and larger than the buffers, reach the file in order, and the
+    hasher sees exactly the file's bytes; the caller may reuse its buffer at once (a view of
+    one bytearray, overwritten after every write)."""
+    path = tmp_path / "out.log"
+    hasher = hashlib.sha256()
+    w = BackgroundWriter(path, chunk_bytes=chunk, chunks=chunks, first_step=1, max_step=8, hasher=hasher)
+    scratch = bytearray(200)
+    for piece in pieces:
+        scratch[: len(piece)] = piece
+        w.write(memoryview(scratch)[: len(piece)])
+        scratch[:] = b"\xff" * len(scratch)
+    w.close()
+    expected = b"".join(pieces)
+    assert path.read_bytes() == expected
+    assert hasher.digest() == hashlib.sha256(expected).digest()
+    assert not _writer_threads()
+
+
+def test_background_writer_fsyncs_at_close_after_the_last_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """close returns a durable file: its one fsync comes after every byte is in the file."""
+    path = tmp_path / "out.log"
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.fstat(fd).st_size)
+        real_fsync(fd)
+
+    def slow_write(fd: int, data: object) -> int:  # the thread lags behind the caller
+        time.sleep(0.002)
+        return real_write(fd, data)
+
+    real_write = os.write
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "write", slow_write)
+    w = BackgroundWriter(path, chunk_bytes=4096, first_step=1 << 20, max_step=1 << 20)
+    for _ in range(100):
+        w.write(b"r" * 1000)
+    assert not synced
+    w.close()
+    w.close()  # a second close does nothing
+    assert synced == [100_000]
+    assert path.read_bytes() == b"r" * 100_000
+    with pytest.raises(ValueError, match="written after close"):
+        w.write(b"late")
+
+
+def test_background_writer_abort_drops_the_rest_without_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    path = tmp_path / "out.log"
+    w = BackgroundWriter(path, chunk_bytes=4096, first_step=1 << 20, max_step=1 << 20)
+    w.write(b"a" * 10_000)
+    w.abort()
+    w.abort()
+    w.close()  # after abort: nothing more
+    assert synced == []
+    assert path.stat().st_size <= 10_000 and path.stat().st_size % 4096 == 0  # whole buffers only
+    assert not _writer_threads()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_background_writer_raises_the_threads_write_error_in_the_caller() -> None:
+    """A write error of the thread (here ENOSPC, /dev/full) is raised by a later write or by
+    close, in the caller's thread; nothing waits forever, and the file is closed."""
+    w = BackgroundWriter("/dev/full", chunk_bytes=4096, chunks=2, first_step=1 << 20, max_step=1 << 20)
+    fd = w._fd
+    with pytest.raises(OSError) as e:
+        for _ in range(100):
+            w.write(b"x" * 4096)
+        w.close()
+    assert e.value.errno == errno.ENOSPC
+    w.abort()  # what a caller's cleanup does after the error
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    assert not _writer_threads()
+
+
+def test_background_writer_starts_writeback_of_written_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writeback requests follow the file from its first byte, each once its step is
+    written (steps doubling from first_step to max_step), never beyond what is written."""
+    calls: list[tuple[int, int, int]] = []
+
+    def spy(fd: int, offset: int, nbytes: int) -> bool:
+        calls.append((offset, nbytes, os.fstat(fd).st_size))
+        return True
+
+    monkeypatch.setattr(fileio, "start_writeback", spy)
+    w = BackgroundWriter(tmp_path / "out.log", chunk_bytes=1000, first_step=1000, max_step=4000)
+    for _ in range(30):
+        w.write(b"s" * 1000)
+    w.close()
+    assert [(o, n) for o, n, _ in calls] == [(0, 1000), (1000, 2000), (3000, 4000), (7000, 4000), (11000, 4000),
+                                             (15000, 4000), (19000, 4000), (23000, 4000)]
+    assert all(o + n <= size for o, n, size in calls)

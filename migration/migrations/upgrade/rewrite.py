@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -36,7 +36,7 @@ from migration.formats import core, names
 from migration.formats.digest import RecordDigest, RecordDigester
 from migration.formats.errors import CorruptRecordError, KafkaFormatError, TruncatedError
 from migration.formats.file_records import Batch, FileRecords
-from migration.formats.fileio import start_writeback
+from migration.formats.fileio import BackgroundWriter
 from migration.formats.index_builder import IndexBuilder
 from migration.formats.layout import KEY_SIZE_LENGTH
 from migration.formats.legacy import (
@@ -62,7 +62,7 @@ from migration.runtime.faults import fault_point, fault_points
 
 INT32_MAX = 2**31 - 1
 _T = TypeVar("_T")
-WRITE_BUFFER_SIZE = 1 << 20
+WRITE_BUFFER_SIZE = 8 << 20  # the writer thread's buffers (three per output segment)
 WRITEBACK_BYTES = 8 << 20
 WRITEBACK_FIRST_BYTES = 1 << 20
 DEFAULT_SEGMENT_BYTES = 1 << 30
@@ -250,7 +250,10 @@ def _fsync_write(path: Path, data: bytes) -> None:
 
 
 class _SegmentWriter:
-    """One output segment being written as ``.cleaned`` files."""
+    """One output segment being written as ``.cleaned`` files. The ``.log`` is written, hashed
+    and sent on to the disk by a thread of its own (fileio.BackgroundWriter) while the rewrite
+    goes on converting: on the two cores this tool runs on, the copies into the page cache
+    cost as much as a tenth of the run (docs/benchmarks.md, "Fresh pages")."""
 
     def __init__(self, directory: Path, base_offset: int, spec: RewriteSpec) -> None:
         self.directory = directory
@@ -261,62 +264,47 @@ class _SegmentWriter:
         self.time_index_name = prefix + names.TIME_INDEX_FILE_SUFFIX
         self.txn_index_name = prefix + names.TXN_INDEX_FILE_SUFFIX
         self.path = directory / (self.log_name + names.CLEANED_FILE_SUFFIX)
-        self._file: BinaryIO = open(self.path, "wb", buffering=WRITE_BUFFER_SIZE)  # noqa: SIM115
         self._checksum = file_hasher(CURRENT_FILE_CHECKSUM)
+        # The disk starts writing each step as soon as it is written (fileio.start_writeback),
+        # so that the fsync at close waits for the last step, not the whole segment.
+        self._file = BackgroundWriter(self.path, chunk_bytes=WRITE_BUFFER_SIZE, first_step=WRITEBACK_FIRST_BYTES,
+                                      max_step=WRITEBACK_BYTES, hasher=self._checksum)
         self.indexes = IndexBuilder(base_offset, spec.index_interval_bytes)
         # Plain counters on the hot path; the pydantic document is filled in at close.
         self.size = 0
         self.batches = 0
         self.bytes_by_magic = [0, 0, 0]
         self.last_offset: int | None = None
-        self._writeback_from = 0
-        self._writeback_step = WRITEBACK_FIRST_BYTES
-
-    def _start_writeback(self) -> None:
-        """Once a step's bytes are written, start the disk writing them (fileio.start_writeback),
-        so that the fsync at close waits for the last few MiB, not the whole segment."""
-        if self.size - self._writeback_from < self._writeback_step:
-            return
-        self._file.flush()
-        start_writeback(self._file.fileno(), self._writeback_from, self.size - self._writeback_from)
-        self._writeback_from = self.size
-        self._writeback_step = min(2 * self._writeback_step, WRITEBACK_BYTES)
 
     def append(self, piece: Piece) -> None:
         data = piece.data
         n = len(data)
         self.indexes.append(self.size, n, piece.last_offset, piece.max_timestamp)
         self._file.write(data)
-        self._checksum.update(data)
         self.size += n
         self.batches += 1
         self.bytes_by_magic[piece.magic] += n
         self.last_offset = piece.last_offset
-        self._start_writeback()
 
     def append_run(self, run: tuple[Any, ...]) -> None:
         """Many pieces at once, converted and indexed by the compiled core's segment walker
         (``SegmentWalker.write_output``, opened at :meth:`IndexBuilder.state`); ``run``'s bytes
-        are a view of the walker's buffer, valid only during this call."""
+        are a view of the walker's buffer, valid only during this call (the writer copies them)."""
         data, batches, last_offset, by_magic, offset_entries, time_entries, *index_state = run
         self.indexes.absorb(offset_entries, time_entries, *index_state)
         self._file.write(data)
-        self._checksum.update(data)
         self.size += len(data)
-        self._start_writeback()
         self.batches += batches
         for magic, n in enumerate(by_magic):
             self.bytes_by_magic[magic] += n
         self.last_offset = last_offset
 
     def discard(self) -> None:
-        self._file.close()
-        self.path.unlink()
+        self._file.abort()
+        self.path.unlink(missing_ok=True)
 
     def close(self, mtime_ns: int) -> OutputSegment:
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
+        self._file.close()  # written, hashed and fsynced
         offset_index, time_index = self.indexes.finish()
         index_path = self.directory / (self.index_name + names.CLEANED_FILE_SUFFIX)
         time_path = self.directory / (self.time_index_name + names.CLEANED_FILE_SUFFIX)

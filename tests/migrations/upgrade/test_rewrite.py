@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from migration.formats import core
+from migration.formats import core, fileio
 from migration.formats.legacy import encode_message
 from migration.formats.model import MAGIC_V0
 from migration.migrations.upgrade import rewrite
@@ -38,13 +38,14 @@ def test_the_writer_starts_writeback_of_each_step_before_the_fsync(tmp_path: Pat
 
     spec = RewriteSpec(target_magic=1)
     with core.use(core_name):
+        monkeypatch.setattr(rewrite, "WRITE_BUFFER_SIZE", first)  # the writer thread's buffers
         monkeypatch.setattr(rewrite, "WRITEBACK_FIRST_BYTES", 1 << 40)
         monkeypatch.setattr(rewrite, "WRITEBACK_BYTES", 1 << 40)
         rewrite_segment(log, spec)
         without = (tmp_path / "00000000000000000000.log.cleaned").read_bytes()
         monkeypatch.setattr(rewrite, "WRITEBACK_FIRST_BYTES", first)
         monkeypatch.setattr(rewrite, "WRITEBACK_BYTES", step)
-        monkeypatch.setattr(rewrite, "start_writeback", spy)
+        monkeypatch.setattr(fileio, "start_writeback", spy)
         rewrite_segment(log, spec)
     output = (tmp_path / "00000000000000000000.log.cleaned").read_bytes()
     assert output == without
