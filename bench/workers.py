@@ -241,27 +241,29 @@ def _read_back(path: Path, buf: bytearray) -> int:
 
 
 def _buffered_pass(pieces: list[bytes], where: Path) -> float:
-    """The pieces written as the upgrade writes its outputs (steps growing from
-    ``rewrite.WRITEBACK_FIRST_BYTES`` to ``WRITEBACK_BYTES``, each step's writeback started at
-    once, fsync per file and of the directory), then read back through the page cache."""
+    """The pieces written as the upgrade writes its outputs (``rewrite.WRITE_BUFFER_SIZE`` per
+    write, each step's writeback started once it is written, steps growing from
+    ``rewrite.WRITEBACK_FIRST_BYTES`` to ``WRITEBACK_BYTES``, fsync per file and of the
+    directory), then read back through the page cache."""
     from migration.formats.fileio import start_writeback
     from migration.migrations.upgrade.rewrite import WRITE_BUFFER_SIZE, WRITEBACK_BYTES, WRITEBACK_FIRST_BYTES
 
     t = time.perf_counter()
     for i, data in enumerate(pieces):
-        with open(where / f"{i:06d}.log", "wb") as f:
+        fd = os.open(where / f"{i:06d}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
             view = memoryview(data)
-            at, step = 0, WRITEBACK_FIRST_BYTES
-            while at < len(view):
-                f.write(view[at : at + step])
-                if at + step < len(view):
-                    f.flush()
-                    start_writeback(f.fileno(), at, step)
-                at, step = at + step, min(2 * step, WRITEBACK_BYTES)
-            f.flush()
-            os.fsync(f.fileno())
+            written, sent, step = 0, 0, WRITEBACK_FIRST_BYTES
+            while written < len(view):
+                written += os.write(fd, view[written : written + WRITE_BUFFER_SIZE])
+                if written - sent >= step and written < len(view):
+                    start_writeback(fd, sent, written - sent)
+                    sent, step = written, min(2 * step, WRITEBACK_BYTES)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     _fsync_dir(where)
-    buf = bytearray(WRITE_BUFFER_SIZE)
+    buf = bytearray(1 << 20)
     for i in range(len(pieces)):
         _read_back(where / f"{i:06d}.log", buf)
     return time.perf_counter() - t

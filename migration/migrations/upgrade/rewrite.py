@@ -62,7 +62,8 @@ from migration.runtime.faults import fault_point, fault_points
 
 INT32_MAX = 2**31 - 1
 _T = TypeVar("_T")
-WRITE_BUFFER_SIZE = 8 << 20  # the writer thread's buffers (three per output segment)
+# The writer thread's buffers, three per output segment (why 1 MiB: fileio.BackgroundWriter).
+WRITE_BUFFER_SIZE = 1 << 20
 WRITEBACK_BYTES = 8 << 20
 WRITEBACK_FIRST_BYTES = 1 << 20
 DEFAULT_SEGMENT_BYTES = 1 << 30
