@@ -31,11 +31,13 @@ Benchmarks (names for ``--only``; all but ``spark`` by default with ``--quick``)
             (bench/kafka_python_converter.py) on the same files, each side the median of 3 runs
                                                                    target >= 4x (v1), >= 2.5x (v2)
             ceiling: kafka-python seconds / (codec floor + read-back + kept wrappers + durable
-            write + proof) seconds of the subset, as for ``upgrade``; the unit's core
+            write + proof) seconds of the subset, as for ``upgrade`` (the durable write's pages
+            recycled, as each run's are from the run before); the unit's core
             (``rewrite_segment`` + read-back digest) and the floor: report only
   kp-plain  uncompressed legacy segments (bench.core's v0-plain, and v1-plain for --to v2) in a
             log dir: full inline upgrade vs the kafka-python converter, each side the median of 3
-            runs              target >= 10x (no codec: the durable write and the proof are the ceiling)
+            runs              target >= 10x (no codec: the durable write, its pages recycled as
+            for ``kp-mix``, and the proof are the ceiling)
   spark     the upgrade --to v2 of the sample cluster with the Spark engine, local[2] vs
             local[1], each on a fresh copy, Spark's start included      target >= 1.7x local[1]
             ceiling: Amdahl's bound from local[1]'s serial part (everything outside the units
@@ -184,19 +186,21 @@ def _target(row: Row, value: float, threshold: float, *, target: str, ratio: str
                   "threshold": threshold, "ceiling": None if ceiling is None else round(ceiling, 4)}
 
 
-def _durable_write(up: dict[str, Any], sources: list[Path], name: str) -> tuple[Row, float]:
+def _durable_write(up: dict[str, Any], sources: list[Path], name: str, *, recycled: bool = False) -> tuple[Row, float]:
     """The durable-write floor of an upgrade run ``up``: its output bytes written, made durable
-    and read back alone (bench.workers durable-write), through the page cache into fresh pages
-    or with direct I/O, whichever is cheaper here, as a report-only row and its seconds. Any
-    upgrade must persist its outputs (crash safety) and read them back for their digests, so
-    this is part of every upgrade target's ceiling."""
+    and read back alone (bench.workers durable-write), through the page cache or with direct
+    I/O, whichever is cheaper here, as a report-only row and its seconds; the page cache's pages
+    fresh, or ``recycled`` from the pass before, as the upgrade's were (bench.workers
+    durable_write). Any upgrade must persist its outputs (crash safety) and read them back for
+    their digests, so this is part of every upgrade target's ceiling."""
     written = int(up.get("bytes_written") or up["bytes_rewritten"])
     subprocess.run(["sync"], check=True)  # no one else's dirty pages in the queue
-    dw = _child(["-m", "bench.workers", "durable-write", str(written), str(OUT / f"durable-{name}"),
-                 *map(str, sources)])
+    dw = _child(["-m", "bench.workers", "durable-write", str(written), *(["--recycled"] if recycled else []),
+                 str(OUT / f"durable-{name}"), *map(str, sources)])
     direct = f"{dw['direct_s']:.2f}s" if dw["direct_s"] is not None else "refused by the file system"
+    pages = "recycled" if recycled else "fresh"
     row = _info(_row(f"durable write + read-back of the upgrade's {written / MB:.0f} MB of output (page cache, "
-                     f"fresh pages: {dw['buffered_s']:.2f}s; direct I/O: {direct}; the cheaper counts)",
+                     f"{pages} pages: {dw['buffered_s']:.2f}s; direct I/O: {direct}; the cheaper counts)",
                      dw["seconds"], dw["bytes"], files=dw["files"], way=dw["way"], passes=dw["passes"]),
                 "baseline, part of the ceiling")
     return row, float(dw["seconds"])
@@ -413,7 +417,7 @@ def bench_kp_mix(cluster: Path, kp_bytes: int, repeats: int) -> list[Row]:
         row = _upgrade_row(f"upgrade --to {target} (inline engine, same subset in a log dir), median of {KP_REPEATS}",
                            up, nbytes)
         r = kp["seconds"] / up["seconds"]
-        dw_row, dw_s = _durable_write(up, [Path(c) for c in copies], f"kp-mix-{target}")
+        dw_row, dw_s = _durable_write(up, [Path(c) for c in copies], f"kp-mix-{target}", recycled=True)
         kept_row, kept_s = _kept_floor(target, copies, repeats, floor["bytes"], "subset")
         proof_row, proof_s = _proof_floor(up, nbytes, repeats)
         up_ceiling = kp["seconds"] / (floor["seconds"] + _readback_s(floor) + kept_s + dw_s + proof_s)
@@ -451,7 +455,7 @@ def bench_kp_plain(size: int) -> list[Row]:
         r = kp["seconds"] / up["seconds"]
         # Uncompressed: no codec work; what bounds any upgrade is writing its outputs durably
         # and its proof work (digests and CRCs).
-        dw_row, dw_s = _durable_write(up, [Path(c) for c in copies], f"kp-plain-{target}")
+        dw_row, dw_s = _durable_write(up, [Path(c) for c in copies], f"kp-plain-{target}", recycled=True)
         proof_row, proof_s = _proof_floor(up, nbytes, 3)
         ceiling = kp["seconds"] / (dw_s + proof_s)
         row = _target(row, r, KP_PLAIN, target=f">= {KP_PLAIN:g}x kafka-python", ceiling=ceiling,

@@ -7,7 +7,8 @@ one JSON line, so a benchmark's memory is that of the worker alone, not of the r
   python -m bench.workers rewrite TARGET SEGMENT...                 rewrite_segment + read-back digest
   python -m bench.workers proof DIGEST_BYTES FILE_BYTES CRC32_BYTES CRC32_CALLS CRC32C_BYTES CRC32C_CALLS
                                                                     the proof floor of that much work
-  python -m bench.workers durable-write NBYTES DIRECTORY SOURCE...  the durable-write floor of NBYTES
+  python -m bench.workers durable-write NBYTES [--recycled] DIRECTORY SOURCE...
+                                                                    the durable-write floor of NBYTES
 
 The two upgrade workers report the run's phases as the driver runs them (``phases``: prepare,
 units, finalize; the driver's functions wrapped with timers, nothing else changed):
@@ -310,7 +311,8 @@ def _direct_pass(pieces: list[bytes], where: Path) -> float | None:
         buf.close()
 
 
-def durable_write(nbytes: int, directory: str, sources: list[str], repeats: int = 3) -> dict[str, object]:
+def durable_write(nbytes: int, directory: str, sources: list[str], repeats: int = 3, *,
+                  recycled: bool = False) -> dict[str, object]:
     """The durable-write floor of an upgrade that writes ``nbytes``: that many bytes taken from
     ``sources`` (in order, again from the first when they run out) written into files of the
     sources' sizes under ``directory``, made durable and read back, in the cheaper of two ways:
@@ -319,12 +321,14 @@ def durable_write(nbytes: int, directory: str, sources: list[str], repeats: int 
     ``repeats`` passes of each way counts (fsync times on this machine's virtual disk vary
     severalfold from one pass to the next).
 
-    Every pass writes files of its own, and all are removed only after the last pass. An upgrade
-    keeps its inputs (they become the backup), so its outputs take page-cache pages that were
-    free, never pages it has just freed; a pass writing into the previous pass's freed pages
-    would be faster than any upgrade can be on a machine that charges for fresh pages, as this
-    virtual machine does (docs/benchmarks.md, "Fresh pages"). Direct I/O takes no page-cache
-    pages at all, but its read-back comes from the disk."""
+    The page cache's pages cost what the upgrade's cost, on a machine that charges for fresh
+    pages, as this virtual machine does (docs/benchmarks.md, "Fresh pages"). By default every
+    pass writes files of its own, all removed after the last pass: an upgrade keeps its inputs
+    (they become the backup), so its outputs take pages that were free, as the whole cluster's
+    upgrade does, tens of seconds after its copy was made. ``recycled``: each pass first removes
+    the previous pass's files, as each of the benchmark's repeated upgrades of a small log dir
+    runs right after the previous run's files were removed and the log dir copied again. Direct
+    I/O takes no page-cache pages at all, but its read-back comes from the disk."""
     out = Path(directory)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -340,6 +344,8 @@ def durable_write(nbytes: int, directory: str, sources: list[str], repeats: int 
     passes: dict[str, list[float]] = {"buffered": [], "direct": []}
     for k in range(repeats):
         for way, run in (("buffered", _buffered_pass), ("direct", _direct_pass)):
+            if recycled and k:
+                shutil.rmtree(out / f"{way}-{k - 1}")
             where = out / f"{way}-{k}"
             where.mkdir()
             seconds = run(pieces, where)
@@ -351,7 +357,7 @@ def durable_write(nbytes: int, directory: str, sources: list[str], repeats: int 
     return {"seconds": min(medians.values()), "way": min(medians, key=medians.__getitem__),
             "buffered_s": medians["buffered"], "direct_s": medians.get("direct"),
             "passes": {way: [round(x, 4) for x in p] for way, p in passes.items()},
-            "bytes": sum(len(d) for d in pieces), "files": len(pieces)}
+            "bytes": sum(len(d) for d in pieces), "files": len(pieces), "recycled": recycled}
 
 
 def proof(digest_bytes: int, file_bytes: int, crc32_bytes: int, crc32_calls: int, crc32c_bytes: int,
@@ -413,7 +419,9 @@ if __name__ == "__main__":
         print(json.dumps(proof(int(target), *map(int, rest))))
         sys.exit(0)
     if cmd == "durable-write":
-        print(json.dumps(durable_write(int(target), rest[0], rest[1:])))
+        recycled = rest[0] == "--recycled"
+        rest = rest[1:] if recycled else rest
+        print(json.dumps(durable_write(int(target), rest[0], rest[1:], recycled=recycled)))
         sys.exit(0)
     if cmd == "upgrade":
         out = upgrade(target, rest[0], rest[1:])

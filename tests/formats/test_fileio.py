@@ -210,3 +210,28 @@ def test_background_writer_starts_writeback_of_written_steps(tmp_path: Path, mon
     assert [(o, n) for o, n, _ in calls] == [(0, 1000), (1000, 2000), (3000, 4000), (7000, 4000), (11000, 4000),
                                              (15000, 4000), (19000, 4000), (23000, 4000)]
     assert all(o + n <= size for o, n, size in calls)
+
+
+def test_background_writers_reuse_buffers_but_never_share_them(tmp_path: Path) -> None:
+    """A finished writer's buffers serve the next writer of the process (no new zeroed ones);
+    two writers open at once never hold the same buffer, and each writes its own bytes."""
+    def writer(name: str) -> BackgroundWriter:
+        return BackgroundWriter(tmp_path / name, chunk_bytes=4099, first_step=1 << 20, max_step=1 << 20)
+
+    first = writer("a.log")
+    first.write(b"a" * 10_000)
+    first.close()
+    one, two = writer("b.log"), writer("c.log")
+    assert {id(b) for b in one._buffers} == {id(b) for b in first._buffers}
+    assert not {id(b) for b in one._buffers} & {id(b) for b in two._buffers}
+    for _ in range(20):
+        one.write(b"b" * 1000)
+        two.write(b"c" * 1000)
+    two.close()
+    one.abort()
+    three = writer("d.log")
+    three.write(b"d" * 5000)
+    three.close()
+    assert (tmp_path / "a.log").read_bytes() == b"a" * 10_000
+    assert (tmp_path / "c.log").read_bytes() == b"c" * 20_000
+    assert (tmp_path / "d.log").read_bytes() == b"d" * 5000
