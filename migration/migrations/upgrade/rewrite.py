@@ -253,8 +253,9 @@ def _fsync_write(path: Path, data: bytes) -> None:
 class _SegmentWriter:
     """One output segment being written as ``.cleaned`` files. The ``.log`` is written, hashed
     and sent on to the disk by a thread of its own (fileio.BackgroundWriter) while the rewrite
-    goes on converting: on the two cores this tool runs on, the copies into the page cache
-    cost as much as a tenth of the run (docs/benchmarks.md, "Fresh pages")."""
+    goes on converting, so the copies into the page cache run on another core (on this
+    project's machine they took a sixth of the whole cluster's upgrade: docs/benchmarks.md,
+    "Fresh pages")."""
 
     def __init__(self, directory: Path, base_offset: int, spec: RewriteSpec) -> None:
         self.directory = directory
