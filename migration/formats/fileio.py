@@ -181,12 +181,11 @@ class BackgroundWriter:
     caller's bytes may be a view it reuses; the buffers serve the next writers of the process)
     and hands each full buffer to the thread, which updates ``hasher`` with it, writes it, and
     starts the disk writing each step of the file (``start_writeback``; steps double from
-    ``first_step`` to ``max_step``). When every buffer
-    is in the thread's hands, ``write`` waits for one: memory stays bounded. The thread takes
-    the GIL a few times per buffer, and a busy caller yields it only every few milliseconds,
-    so buffers are not small; nor large: on this project's machine the kernel's copies of 8 MiB
-    writes cost two to four times those of 1 MiB writes of the same bytes (docs/benchmarks.md,
-    "Fresh pages").
+    ``first_step`` to ``max_step``). When every buffer is in the thread's hands, ``write``
+    waits for one: memory stays bounded. The thread takes the GIL a few times per buffer, and a
+    busy caller yields it only every few milliseconds, so buffers are not small; nor large: on
+    this project's machine the kernel's copies of 8 MiB writes cost two to four times those of
+    1 MiB writes of the same bytes (docs/benchmarks.md, "Fresh pages").
 
     ``close`` writes the rest, waits for the thread, and fsyncs: the file is durable when it
     returns, as with a plain write and fsync. A write error in the thread is raised by the next
