@@ -224,14 +224,6 @@ def rewrite(target: str, segments: list[str]) -> dict[str, object]:
 _DIRECT_ALIGN = 4096
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _read_back(path: Path, buf: bytearray) -> int:
     """Every byte of ``path`` read into ``buf`` in turn, through the page cache."""
     n = 0
@@ -246,7 +238,7 @@ def _buffered_pass(pieces: list[bytes], where: Path) -> float:
     write, each step's writeback started once it is written, steps growing from
     ``rewrite.WRITEBACK_FIRST_BYTES`` to ``WRITEBACK_BYTES``, fsync per file and of the
     directory), then read back through the page cache."""
-    from migration.formats.fileio import start_writeback
+    from migration.formats.fileio import fsync_dir, start_writeback
     from migration.migrations.upgrade.rewrite import WRITE_BUFFER_SIZE, WRITEBACK_BYTES, WRITEBACK_FIRST_BYTES
 
     t = time.perf_counter()
@@ -263,7 +255,7 @@ def _buffered_pass(pieces: list[bytes], where: Path) -> float:
             os.fsync(fd)
         finally:
             os.close(fd)
-    _fsync_dir(where)
+    fsync_dir(where)
     buf = bytearray(1 << 20)
     for i in range(len(pieces)):
         _read_back(where / f"{i:06d}.log", buf)
@@ -274,6 +266,7 @@ def _direct_pass(pieces: list[bytes], where: Path) -> float | None:
     """The pieces written with direct I/O (O_DIRECT: from an aligned buffer straight to the disk,
     no page cache), the last block padded and the file cut to its size, fsync per file and of
     the directory; then read back with direct I/O. None where the file system refuses it."""
+    from migration.formats.fileio import fsync_dir
     from migration.migrations.upgrade.rewrite import WRITEBACK_BYTES
 
     buf = mmap.mmap(-1, WRITEBACK_BYTES)  # page-aligned
@@ -297,7 +290,7 @@ def _direct_pass(pieces: list[bytes], where: Path) -> float | None:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        _fsync_dir(where)
+        fsync_dir(where)
         for i in range(len(pieces)):
             fd = os.open(where / f"{i:06d}.log", os.O_RDONLY | os.O_DIRECT)
             try:
