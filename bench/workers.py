@@ -224,15 +224,6 @@ def rewrite(target: str, segments: list[str]) -> dict[str, object]:
 _DIRECT_ALIGN = 4096
 
 
-def _read_back(path: Path, buf: bytearray) -> int:
-    """Every byte of ``path`` read into ``buf`` in turn, through the page cache."""
-    n = 0
-    with open(path, "rb", buffering=0) as f:
-        while k := f.readinto(buf):
-            n += k
-    return n
-
-
 def _buffered_pass(pieces: list[bytes], where: Path) -> float:
     """The pieces written as the upgrade writes its outputs (``rewrite.WRITE_BUFFER_SIZE`` per
     write, each step's writeback started once it is written, steps growing from
@@ -258,7 +249,9 @@ def _buffered_pass(pieces: list[bytes], where: Path) -> float:
     fsync_dir(where)
     buf = bytearray(1 << 20)
     for i in range(len(pieces)):
-        _read_back(where / f"{i:06d}.log", buf)
+        with open(where / f"{i:06d}.log", "rb", buffering=0) as f:
+            while f.readinto(buf):
+                pass
     return time.perf_counter() - t
 
 
