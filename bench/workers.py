@@ -5,8 +5,8 @@ one JSON line, so a benchmark's memory is that of the worker alone, not of the r
   python -m bench.workers spark-upgrade TARGET MASTER BACKUP_ROOT LOG_DIR...
                                                                     the same on a new Spark session
   python -m bench.workers rewrite TARGET SEGMENT...                 rewrite_segment + read-back digest
-  python -m bench.workers proof DIGEST_BYTES FILE_BYTES CRC32_BYTES CRC32_CALLS CRC32C_BYTES CRC32C_CALLS
-                                                                    the proof floor of that much work
+  python -m bench.workers proof DIGEST_BYTES ORIGINAL_FILE_BYTES OUTPUT_FILE_BYTES CRC32_BYTES CRC32_CALLS
+                                CRC32C_BYTES CRC32C_CALLS           the proof floor of that much work
   python -m bench.workers durable-write NBYTES [--recycled] DIRECTORY SOURCE...
                                                                     the durable-write floor of NBYTES
 
@@ -15,7 +15,8 @@ units, finalize; the driver's functions wrapped with timers, nothing else change
 everything outside ``units`` runs in the driver, one after the other, on any engine. The inline
 one also reports its proof work (``proof``): the bytes of canonical records and timestamps its
 record digests hashed (``RecordDigester.feed``/``feed_packed`` wrapped with counters), the
-bytes its whole-file checksums hashed (``checksum.file_hasher`` wrapped), and the bytes and
+bytes its whole-file checksums hashed (``checksum.file_hasher`` wrapped: the originals backed
+up; and ``rewrite.file_hasher``: the outputs, hashed by the writer thread), and the bytes and
 calls of CRC-32 and CRC-32C the compiled core computed in its units (``take_crc_counts``, from
 the end of the prepare step; the units run in this process), so that ``proof`` can time that
 much hashing alone.
@@ -99,29 +100,34 @@ def _digest_bytes(counted: dict[str, int]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _file_checksum_bytes(counted: dict[str, int]) -> Iterator[None]:
-    """Count into ``counted["file_bytes"]`` what every whole-file checksum hashes
-    (migration/migrations/common/checksum.py): the originals a unit backs up, and the output
-    segments it writes, by which a resume or rollback after a crash tells them apart."""
+    """Count into ``counted`` what every whole-file checksum hashes: ``original_file_bytes``, the
+    originals a unit backs up (migration/migrations/common/checksum.py), and
+    ``output_file_bytes``, the output segments it writes (rewrite.py, hashed by the writer
+    thread), by which a resume or rollback after a crash tells them apart. The two never run at
+    once: a unit's backup precedes its rewrite, whose writers are joined before it returns."""
     from migration.migrations.common import checksum
     from migration.migrations.upgrade import rewrite
 
     saved = checksum.file_hasher
 
     class Counting:
-        def __init__(self, inner: Any) -> None:
-            self.inner = inner
+        def __init__(self, inner: Any, key: str) -> None:
+            self.inner, self.key = inner, key
 
         def update(self, data: Any, /) -> object:
-            counted["file_bytes"] += memoryview(data).nbytes
+            counted[self.key] += memoryview(data).nbytes
             return self.inner.update(data)
 
         def hexdigest(self) -> str:
             return str(self.inner.hexdigest())
 
-    def file_hasher(algorithm: Any) -> Any:
-        return Counting(saved(algorithm))
+    def original_hasher(algorithm: Any) -> Any:
+        return Counting(saved(algorithm), "original_file_bytes")
 
-    checksum.file_hasher = rewrite.file_hasher = file_hasher  # type: ignore[assignment]
+    def output_hasher(algorithm: Any) -> Any:
+        return Counting(saved(algorithm), "output_file_bytes")
+
+    checksum.file_hasher, rewrite.file_hasher = original_hasher, output_hasher  # type: ignore[assignment]
     try:
         yield
     finally:
@@ -139,7 +145,7 @@ def _upgrade(target: str, backup_root: str, log_dirs: list[str], engine: str, sp
 
     opts = UpgradeOptions(target=target, backup_root=backup_root)  # type: ignore[arg-type]
     phases: dict[str, float] = {}
-    counted = {"digest_bytes": 0, "file_bytes": 0}
+    counted = {"digest_bytes": 0, "original_file_bytes": 0, "output_file_bytes": 0}
     # The CRCs of the units (each message read checked once, each written computed once, each
     # read back checked once): counted from the end of the prepare step, whose checks of the same
     # segments are a preflight, not the proof.
@@ -224,16 +230,19 @@ def rewrite(target: str, segments: list[str]) -> dict[str, object]:
 _DIRECT_ALIGN = 4096
 
 
-def _buffered_pass(pieces: list[bytes], where: Path) -> float:
+def _buffered_pass(pieces: list[bytes], where: Path) -> tuple[float, float, float]:
     """The pieces written as the upgrade writes its outputs (``rewrite.WRITE_BUFFER_SIZE`` per
     write, each step's writeback started once it is written, steps growing from
     ``rewrite.WRITEBACK_FIRST_BYTES`` to ``WRITEBACK_BYTES``, fsync per file and of the
-    directory), then read back through the page cache."""
+    directory), then read back through the page cache: the seconds of the writes, of the
+    fsyncs and of the read-back (the upgrade's writer thread does the writes; the fsyncs and
+    the read-back keep its converting thread waiting)."""
     from migration.formats.fileio import fsync_dir, start_writeback
     from migration.migrations.upgrade.rewrite import WRITE_BUFFER_SIZE, WRITEBACK_BYTES, WRITEBACK_FIRST_BYTES
 
-    t = time.perf_counter()
+    writes = fsyncs = 0.0
     for i, data in enumerate(pieces):
+        t = time.perf_counter()
         fd = os.open(where / f"{i:06d}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             view = memoryview(data)
@@ -243,31 +252,39 @@ def _buffered_pass(pieces: list[bytes], where: Path) -> float:
                 if written - sent >= step and written < len(view):
                     start_writeback(fd, sent, written - sent)
                     sent, step = written, min(2 * step, WRITEBACK_BYTES)
+            t1 = time.perf_counter()
             os.fsync(fd)
+            fsyncs += time.perf_counter() - t1
+            writes += t1 - t
         finally:
             os.close(fd)
+    t = time.perf_counter()
     fsync_dir(where)
+    fsyncs += time.perf_counter() - t
+    t = time.perf_counter()
     buf = bytearray(1 << 20)
     for i in range(len(pieces)):
         with open(where / f"{i:06d}.log", "rb", buffering=0) as f:
             while f.readinto(buf):
                 pass
-    return time.perf_counter() - t
+    return writes, fsyncs, time.perf_counter() - t
 
 
-def _direct_pass(pieces: list[bytes], where: Path) -> float | None:
+def _direct_pass(pieces: list[bytes], where: Path) -> tuple[float, float, float] | None:
     """The pieces written with direct I/O (O_DIRECT: from an aligned buffer straight to the disk,
     no page cache), the last block padded and the file cut to its size, fsync per file and of
-    the directory; then read back with direct I/O. None where the file system refuses it."""
+    the directory; then read back with direct I/O: the seconds of the writes, of the fsyncs and
+    of the read-back, as ``_buffered_pass``. None where the file system refuses it."""
     from migration.formats.fileio import fsync_dir
     from migration.migrations.upgrade.rewrite import WRITEBACK_BYTES
 
     buf = mmap.mmap(-1, WRITEBACK_BYTES)  # page-aligned
     view = memoryview(buf)
-    t = time.perf_counter()
+    writes = fsyncs = 0.0
     try:
         for i, data in enumerate(pieces):
             path = where / f"{i:06d}.log"
+            t = time.perf_counter()
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o644)
             except OSError:
@@ -280,10 +297,16 @@ def _direct_pass(pieces: list[bytes], where: Path) -> float | None:
                     view[len(chunk) : padded] = bytes(padded - len(chunk))
                     os.write(fd, view[:padded])
                 os.ftruncate(fd, len(data))
+                t1 = time.perf_counter()
                 os.fsync(fd)
+                fsyncs += time.perf_counter() - t1
+                writes += t1 - t
             finally:
                 os.close(fd)
+        t = time.perf_counter()
         fsync_dir(where)
+        fsyncs += time.perf_counter() - t
+        t = time.perf_counter()
         for i in range(len(pieces)):
             fd = os.open(where / f"{i:06d}.log", os.O_RDONLY | os.O_DIRECT)
             try:
@@ -291,7 +314,7 @@ def _direct_pass(pieces: list[bytes], where: Path) -> float | None:
                     pass
             finally:
                 os.close(fd)
-        return time.perf_counter() - t
+        return writes, fsyncs, time.perf_counter() - t
     finally:
         view.release()
         buf.close()
@@ -314,7 +337,10 @@ def durable_write(nbytes: int, directory: str, sources: list[str], repeats: int 
     upgrade does, tens of seconds after its copy was made. ``recycled``: each pass first removes
     the previous pass's files, as each of the benchmark's repeated upgrades of a small log dir
     runs right after the previous run's files were removed and the log dir copied again. Direct
-    I/O takes no page-cache pages at all, but its read-back comes from the disk."""
+    I/O takes no page-cache pages at all, but its read-back comes from the disk.
+
+    Each way's median pass (by its total) is also given in parts, ``parts``: the seconds of its
+    writes, of its fsyncs and of its read-back."""
     out = Path(directory)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -327,31 +353,35 @@ def durable_write(nbytes: int, directory: str, sources: list[str], repeats: int 
             left -= len(data)
             if left <= 0:
                 break
-    passes: dict[str, list[float]] = {"buffered": [], "direct": []}
+    passes: dict[str, list[tuple[float, float, float]]] = {"buffered": [], "direct": []}
     for k in range(repeats):
         for way, run in (("buffered", _buffered_pass), ("direct", _direct_pass)):
             if recycled and k:
                 shutil.rmtree(out / f"{way}-{k - 1}")
             where = out / f"{way}-{k}"
             where.mkdir()
-            seconds = run(pieces, where)
-            if seconds is not None:
-                passes[way].append(seconds)
+            parts = run(pieces, where)
+            if parts is not None:
+                passes[way].append(parts)
             os.sync()
     shutil.rmtree(out)
-    medians = {way: sorted(p)[len(p) // 2] for way, p in passes.items() if p}
-    return {"seconds": min(medians.values()), "way": min(medians, key=medians.__getitem__),
-            "buffered_s": medians["buffered"], "direct_s": medians.get("direct"),
-            "passes": {way: [round(x, 4) for x in p] for way, p in passes.items()},
+    medians = {way: sorted(p, key=sum)[len(p) // 2] for way, p in passes.items() if p}
+    way = min(medians, key=lambda w: sum(medians[w]))
+    return {"seconds": sum(medians[way]), "way": way,
+            "parts": {w: [round(x, 4) for x in m] for w, m in medians.items()}, "buffered_s": sum(medians["buffered"]),
+            "direct_s": sum(medians["direct"]) if "direct" in medians else None,
+            "passes": {w: [round(sum(x), 4) for x in p] for w, p in passes.items()},
             "bytes": sum(len(d) for d in pieces), "files": len(pieces), "recycled": recycled}
 
 
-def proof(digest_bytes: int, file_bytes: int, crc32_bytes: int, crc32_calls: int, crc32c_bytes: int,
-          crc32c_calls: int, repeats: int = 3) -> dict[str, object]:
+def proof(digest_bytes: int, original_file_bytes: int, output_file_bytes: int, crc32_bytes: int, crc32_calls: int,
+          crc32c_bytes: int, crc32c_calls: int, repeats: int = 3) -> dict[str, object]:
     """The proof floor of an upgrade that did that much proof work (its ``proof`` counts): its
     record digests' hashing, BLAKE3 over ``digest_bytes`` fed 2 MiB at a time (the digests take
     a walker's run of canonical bytes per update); its whole-file checksums, BLAKE3 over
-    ``file_bytes`` the same way; and its CRCs, CRC-32 over ``crc32_bytes`` and CRC-32C over
+    ``original_file_bytes`` (the originals backed up) and over ``output_file_bytes`` (the
+    outputs, which the upgrade's writer thread hashes: ``output_files_s`` apart) the same way;
+    and its CRCs, CRC-32 over ``crc32_bytes`` and CRC-32C over
     ``crc32c_bytes`` in pieces of the run's mean size per call, with the compiled core's own
     functions (``_ccore.crc_pieces``, a C loop). Data from ``os.urandom``, made before the
     timer; the median of ``repeats`` passes counts. Every upgrade that checks what it reads,
@@ -381,21 +411,24 @@ def proof(digest_bytes: int, file_bytes: int, crc32_bytes: int, crc32_calls: int
             core.compiled.crc_pieces(chunk, piece, castagnoli)
             left -= len(chunk)
 
-    passes: list[tuple[float, float, float, float]] = []
+    passes: list[tuple[float, float, float, float, float]] = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         blake(digest_bytes)
         t1 = time.perf_counter()
-        blake(file_bytes)
+        blake(original_file_bytes)
         t2 = time.perf_counter()
-        crc(crc32_bytes, crc32_calls, False)
+        blake(output_file_bytes)
         t3 = time.perf_counter()
+        crc(crc32_bytes, crc32_calls, False)
+        t4 = time.perf_counter()
         crc(crc32c_bytes, crc32c_calls, True)
-        passes.append((t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3))
+        passes.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, time.perf_counter() - t4))
     passes.sort(key=sum)
-    digest_s, files_s, crc32_s, crc32c_s = passes[len(passes) // 2]
-    return {"seconds": digest_s + files_s + crc32_s + crc32c_s, "digest_s": round(digest_s, 4),
-            "files_s": round(files_s, 4), "crc32_s": round(crc32_s, 4), "crc32c_s": round(crc32c_s, 4),
+    digest_s, originals_s, outputs_s, crc32_s, crc32c_s = passes[len(passes) // 2]
+    return {"seconds": digest_s + originals_s + outputs_s + crc32_s + crc32c_s, "digest_s": round(digest_s, 4),
+            "files_s": round(originals_s + outputs_s, 4), "output_files_s": round(outputs_s, 4),
+            "crc32_s": round(crc32_s, 4), "crc32c_s": round(crc32c_s, 4),
             "passes": [round(sum(p), 4) for p in passes]}
 
 
