@@ -15,7 +15,7 @@ import os
 import queue
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from os import PathLike
 from pathlib import Path
 from typing import Any, Protocol
@@ -298,3 +298,48 @@ class BackgroundWriter:
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             os.close(fd)
+
+
+def read_ahead(path: StrPath, *, chunk_bytes: int, chunks: int = 3) -> Iterator[memoryview]:
+    """The bytes of the file at ``path``, ``chunk_bytes`` at a time (the last chunk shorter),
+    read by a thread of its own while the caller uses the chunk before, so that the copies out
+    of the page cache run on another core. Each chunk is a view of one of ``chunks`` buffers,
+    valid until the caller asks for the next one (the buffer is then refilled). A read error is
+    raised in the caller, in place of the chunk it was reading; closing the iterator early stops
+    the thread. The buffers come from and go back to the process's set, as a BackgroundWriter's."""
+    with open(path, "rb", buffering=0) as f:
+        free: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
+        full: queue.SimpleQueue[tuple[bytearray, int] | BaseException] = queue.SimpleQueue()
+        buffers = [_take_buffer(chunk_bytes) for _ in range(chunks)]
+        for buf in buffers:
+            free.put(buf)
+        stop = threading.Event()
+
+        def run() -> None:
+            while (buf := free.get()) is not None and not stop.is_set():
+                try:
+                    n = f.readinto(buf)
+                except BaseException as e:  # raised in the caller's thread
+                    full.put(e)
+                    return
+                full.put((buf, n))
+                if not n:
+                    return
+
+        thread = threading.Thread(target=run, name=f"reader {Path(path).name}", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item = full.get()
+                if isinstance(item, BaseException):
+                    raise item
+                buf, n = item
+                if not n:
+                    return
+                yield memoryview(buf)[:n]
+                free.put(buf)  # the caller is done with it
+        finally:
+            stop.set()
+            free.put(None)
+            thread.join()
+            _give_back(buffers)

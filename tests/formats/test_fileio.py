@@ -235,3 +235,56 @@ def test_background_writers_reuse_buffers_but_never_share_them(tmp_path: Path) -
     assert (tmp_path / "a.log").read_bytes() == b"a" * 10_000
     assert (tmp_path / "c.log").read_bytes() == b"c" * 20_000
     assert (tmp_path / "d.log").read_bytes() == b"d" * 5000
+
+
+# ------------------------------------------------------------------ read_ahead
+
+
+def _reader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("reader ")]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=2000), chunk=st.sampled_from([1, 7, 64, 4096]),
+       chunks=st.integers(min_value=1, max_value=4))
+def test_read_ahead_gives_every_byte_in_order(tmp_path: Path, data: bytes, chunk: int, chunks: int) -> None:
+    """Files of any size, smaller and larger than the buffers, come back whole and in order,
+    each chunk full but the last; the thread is gone once the file is read."""
+    path = tmp_path / "in.log"
+    path.write_bytes(data)
+    got = [bytes(view) for view in fileio.read_ahead(path, chunk_bytes=chunk, chunks=chunks)]
+    assert b"".join(got) == data
+    assert all(len(c) == chunk for c in got[:-1]) and all(0 < len(c) <= chunk for c in got)
+    assert not _reader_threads()
+
+
+def test_read_ahead_keeps_a_chunk_until_the_next_is_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread reads ahead, but never into the buffer of the chunk the caller holds: with
+    reads slowed down, a chunk held while the thread runs on is unchanged."""
+    path = tmp_path / "in.log"
+    data = b"".join(bytes([k]) * 1024 for k in range(16))  # 16 chunks of 1 KiB, each of its own byte
+    path.write_bytes(data)
+    views = fileio.read_ahead(path, chunk_bytes=1024, chunks=2)
+    for k, view in enumerate(views):
+        held = bytes(view)
+        time.sleep(0.002)  # the thread fills every buffer it may meanwhile
+        assert bytes(view) == held == data[k * 1024 : (k + 1) * 1024]
+
+
+def test_read_ahead_raises_the_threads_read_error_in_the_caller(tmp_path: Path) -> None:
+    """A read error reaches the caller, in place of the chunk; the thread is gone."""
+    with pytest.raises(IsADirectoryError):
+        for _ in fileio.read_ahead(tmp_path, chunk_bytes=4096):
+            pass
+    assert not _reader_threads()
+
+
+def test_read_ahead_closed_early_stops_the_thread(tmp_path: Path) -> None:
+    """A caller that stops after the first chunk (an error of its own, or a break) leaves no
+    thread behind."""
+    path = tmp_path / "in.log"
+    path.write_bytes(os.urandom(1 << 20))
+    views = fileio.read_ahead(path, chunk_bytes=4096, chunks=3)
+    assert len(next(views)) == 4096
+    views.close()
+    assert not _reader_threads()

@@ -26,6 +26,8 @@ from typing import Any, Protocol
 
 import blake3
 
+from migration.formats.fileio import read_ahead
+
 _READ_CHUNK = 1 << 20
 
 
@@ -50,9 +52,14 @@ def file_hasher(algorithm: FileChecksumAlgorithm) -> FileHasher:
 
 def file_checksum(path: str | os.PathLike[str], algorithm: FileChecksumAlgorithm) -> str:
     h = file_hasher(algorithm)
-    with open(path, "rb", buffering=0) as f:
-        while chunk := f.read(_READ_CHUNK):
-            h.update(chunk)
+    if os.stat(path).st_size <= _READ_CHUNK:
+        with open(path, "rb", buffering=0) as f:
+            h.update(f.read())
+        return h.hexdigest()
+    # Read by a thread of its own while the chunk before is hashed (both release the GIL): an
+    # upgrade checksums every original it backs up, before the rewrite of each.
+    for chunk in read_ahead(path, chunk_bytes=_READ_CHUNK):
+        h.update(chunk)
     return h.hexdigest()
 
 
