@@ -38,6 +38,18 @@ from typing import Any
 
 
 def _peak_rss_mb() -> float:
+    """This process's peak resident set size, in MB: ``VmHWM`` in /proc/self/status, the
+    high-water mark of its own memory. Not getrusage's ``ru_maxrss``: Linux keeps that across
+    execve, and a child spawned by vfork (as subprocess spawns) starts with its parent's, so a
+    worker would report the runner's peak whenever that is the higher (a child of a process
+    that had touched 300 MB reported 311 MB; its VmHWM was 11 MB)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
