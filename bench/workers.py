@@ -242,28 +242,20 @@ def rewrite(target: str, segments: list[str]) -> dict[str, object]:
 _DIRECT_ALIGN = 4096
 
 
-def _buffered_pass(pieces: list[bytes], where: Path) -> tuple[float, float, float]:
-    """The pieces written as the upgrade writes its outputs (``rewrite.WRITE_BUFFER_SIZE`` per
-    write, each step's writeback started once it is written, steps growing from
-    ``rewrite.WRITEBACK_FIRST_BYTES`` to ``WRITEBACK_BYTES``, fsync per file and of the
-    directory), then read back through the page cache: the seconds of the writes, of the
-    fsyncs and of the read-back (the upgrade's writer thread does the writes; the fsyncs and
-    the read-back keep its converting thread waiting)."""
-    from migration.formats.fileio import fsync_dir, start_writeback
-    from migration.migrations.upgrade.rewrite import WRITE_BUFFER_SIZE, WRITEBACK_BYTES, WRITEBACK_FIRST_BYTES
+def _timed_pass(pieces: list[bytes], where: Path, open_file: Callable[[Path], int],
+                write: Callable[[int, bytes], object], read: Callable[[Path], object]) -> tuple[float, float, float]:
+    """Each piece written into a file of its own under ``where`` (``open_file``, then ``write``),
+    fsynced, the directory fsynced, then each file read back (``read``): the seconds of the
+    writes, of the fsyncs and of the read-back. The upgrade's writer thread does the writes; the
+    fsyncs and the read-back keep its converting thread waiting."""
+    from migration.formats.fileio import fsync_dir
 
     writes = fsyncs = 0.0
     for i, data in enumerate(pieces):
         t = time.perf_counter()
-        fd = os.open(where / f"{i:06d}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = open_file(where / f"{i:06d}.log")
         try:
-            view = memoryview(data)
-            written, sent, step = 0, 0, WRITEBACK_FIRST_BYTES
-            while written < len(view):
-                written += os.write(fd, view[written : written + WRITE_BUFFER_SIZE])
-                if written - sent >= step and written < len(view):
-                    start_writeback(fd, sent, written - sent)
-                    sent, step = written, min(2 * step, WRITEBACK_BYTES)
+            write(fd, data)
             t1 = time.perf_counter()
             os.fsync(fd)
             fsyncs += time.perf_counter() - t1
@@ -274,59 +266,74 @@ def _buffered_pass(pieces: list[bytes], where: Path) -> tuple[float, float, floa
     fsync_dir(where)
     fsyncs += time.perf_counter() - t
     t = time.perf_counter()
-    buf = bytearray(1 << 20)
     for i in range(len(pieces)):
-        with open(where / f"{i:06d}.log", "rb", buffering=0) as f:
+        read(where / f"{i:06d}.log")
+    return writes, fsyncs, time.perf_counter() - t
+
+
+def _buffered_pass(pieces: list[bytes], where: Path) -> tuple[float, float, float]:
+    """The pieces written as the upgrade writes its outputs (``rewrite.WRITE_BUFFER_SIZE`` per
+    write, each step's writeback started once it is written, steps growing from
+    ``rewrite.WRITEBACK_FIRST_BYTES`` to ``WRITEBACK_BYTES``, fsync per file and of the
+    directory), then read back through the page cache (``_timed_pass``)."""
+    from migration.formats.fileio import start_writeback
+    from migration.migrations.upgrade.rewrite import WRITE_BUFFER_SIZE, WRITEBACK_BYTES, WRITEBACK_FIRST_BYTES
+
+    def write(fd: int, data: bytes) -> None:
+        view = memoryview(data)
+        written, sent, step = 0, 0, WRITEBACK_FIRST_BYTES
+        while written < len(view):
+            written += os.write(fd, view[written : written + WRITE_BUFFER_SIZE])
+            if written - sent >= step and written < len(view):
+                start_writeback(fd, sent, written - sent)
+                sent, step = written, min(2 * step, WRITEBACK_BYTES)
+
+    buf = bytearray(1 << 20)
+
+    def read(path: Path) -> None:
+        with open(path, "rb", buffering=0) as f:
             while f.readinto(buf):
                 pass
-    return writes, fsyncs, time.perf_counter() - t
+
+    return _timed_pass(pieces, where, lambda path: os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+                       write, read)
 
 
 def _direct_pass(pieces: list[bytes], where: Path) -> tuple[float, float, float] | None:
     """The pieces written with direct I/O (O_DIRECT: from an aligned buffer straight to the disk,
     no page cache), the last block padded and the file cut to its size, fsync per file and of
-    the directory; then read back with direct I/O: the seconds of the writes, of the fsyncs and
-    of the read-back, as ``_buffered_pass``. None where the file system refuses it."""
-    from migration.formats.fileio import fsync_dir
+    the directory; then read back with direct I/O (``_timed_pass``). None where the file system
+    refuses it."""
     from migration.migrations.upgrade.rewrite import WRITEBACK_BYTES
 
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT
+    try:
+        os.close(os.open(where / "probe", flags, 0o644))
+    except OSError:
+        return None
+    os.unlink(where / "probe")
     buf = mmap.mmap(-1, WRITEBACK_BYTES)  # page-aligned
     view = memoryview(buf)
-    writes = fsyncs = 0.0
+
+    def write(fd: int, data: bytes) -> None:
+        for at in range(0, len(data), WRITEBACK_BYTES):
+            chunk = data[at : at + WRITEBACK_BYTES]
+            view[: len(chunk)] = chunk
+            padded = -(-len(chunk) // _DIRECT_ALIGN) * _DIRECT_ALIGN
+            view[len(chunk) : padded] = bytes(padded - len(chunk))
+            os.write(fd, view[:padded])
+        os.ftruncate(fd, len(data))
+
+    def read(path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        try:
+            while os.readv(fd, [view]) == len(view):
+                pass
+        finally:
+            os.close(fd)
+
     try:
-        for i, data in enumerate(pieces):
-            path = where / f"{i:06d}.log"
-            t = time.perf_counter()
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o644)
-            except OSError:
-                return None
-            try:
-                for at in range(0, len(data), WRITEBACK_BYTES):
-                    chunk = data[at : at + WRITEBACK_BYTES]
-                    view[: len(chunk)] = chunk
-                    padded = -(-len(chunk) // _DIRECT_ALIGN) * _DIRECT_ALIGN
-                    view[len(chunk) : padded] = bytes(padded - len(chunk))
-                    os.write(fd, view[:padded])
-                os.ftruncate(fd, len(data))
-                t1 = time.perf_counter()
-                os.fsync(fd)
-                fsyncs += time.perf_counter() - t1
-                writes += t1 - t
-            finally:
-                os.close(fd)
-        t = time.perf_counter()
-        fsync_dir(where)
-        fsyncs += time.perf_counter() - t
-        t = time.perf_counter()
-        for i in range(len(pieces)):
-            fd = os.open(where / f"{i:06d}.log", os.O_RDONLY | os.O_DIRECT)
-            try:
-                while os.readv(fd, [view]) == len(view):
-                    pass
-            finally:
-                os.close(fd)
-        return writes, fsyncs, time.perf_counter() - t
+        return _timed_pass(pieces, where, lambda path: os.open(path, flags, 0o644), write, read)
     finally:
         view.release()
         buf.close()
