@@ -151,12 +151,14 @@ class _Hasher(Protocol):
     def update(self, data: Any, /) -> object: ...
 
 
-# Buffers of finished BackgroundWriters, by size, for the next ones of the process: a new one
-# is zeroed, page by page on first touch (1-2 ms for three of 1 MiB on this project's machine;
-# a rewrite of small segments opens a writer for each).
+# Buffers of finished BackgroundWriters and read_ahead readers, by size, for the next ones of
+# the process: a new one is zeroed, page by page on first touch (1-2 ms for three of 1 MiB on
+# this project's machine; a rewrite of small segments opens a writer for each).
 _POOL: dict[int, list[bytearray]] = {}
 _POOL_LOCK = threading.Lock()
-_POOL_KEPT = 3  # per size: one writer's worth; one rewrite writes one output segment at a time
+# per size: one writer's or reader's worth; a unit checksums its originals, then rewrites one
+# output segment at a time
+_POOL_KEPT = 3
 
 
 def _take_buffer(size: int) -> bytearray:
