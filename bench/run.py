@@ -223,7 +223,7 @@ def _proof_floor(up: dict[str, Any], nbytes: int, repeats: int) -> tuple[Row, fl
     digests before and after, and checksums the originals it backs up and the outputs it writes,
     by which a resume or rollback after a crash tells them apart (docs/benchmarks.md,
     "Targets"), so this is part of every upgrade target's ceiling. The outputs' checksums
-    (``output_files_s``) are the writer thread's part of it (``_thread_parts``)."""
+    (``output_files_s``) are the writer thread's part of it (``_ceilings``)."""
     c = up["proof"]
     pf = _child(["-m", "bench.workers", "proof", str(c["digest_bytes"]), str(c["original_file_bytes"]),
                  str(c["output_file_bytes"]), str(c["crc32_bytes"]), str(c["crc32_calls"]), str(c["crc32c_bytes"]),
@@ -240,20 +240,25 @@ def _proof_floor(up: dict[str, Any], nbytes: int, repeats: int) -> tuple[Row, fl
     return row, float(pf["seconds"])
 
 
-def _thread_parts(dw_row: Row, proof_row: Row, converting: float) -> tuple[float, float]:
-    """The seconds of the upgrade's two threads (fileio.BackgroundWriter) once the durable write
-    and the proof floor are divided between them, ``converting`` seconds of other work on the
-    converting thread: (converting thread, writer thread). The writer thread copies each output
-    into the page cache and checksums it; the converting thread waits for the fsyncs (the
-    writer's close fsyncs once the thread has written everything), reads the outputs back and
-    does the rest of the proof work. On two cores an upgrade so divided takes at least the
-    longer of its two threads; of the two ways to write (page cache, direct I/O), the one that
-    makes it shorter counts."""
+def _ceilings(baseline_s: float, serial: float, dw_row: Row, dw_s: float, proof_row: Row,
+              proof_s: float) -> tuple[float, float, float, float]:
+    """An upgrade target's ceilings, ``serial`` seconds of its work (codecs, read-back, kept
+    wrappers) besides the durable write and the proof floor: (ceiling, one-core ceiling,
+    converting thread's seconds, writer thread's seconds).
+
+    The ceiling is that of an upgrade divided as this one is between two threads
+    (fileio.BackgroundWriter), the longer of which it takes at least on two cores. The writer
+    thread copies each output into the page cache and checksums it; the converting thread does
+    ``serial``, waits for the fsyncs (the writer's close fsyncs once the thread has written
+    everything), reads the outputs back and does the rest of the proof work. Of the two ways to
+    write (page cache, direct I/O), the one that makes the longer thread shorter counts. The
+    one-core ceiling is all of it summed, the durable write's cheaper way (``dw_s``)."""
     outputs = proof_row["output_files_s"]
     rest = proof_row["seconds"] - outputs
-    ways = [(converting + fsync_s + read_s + rest, write_s + outputs)
+    ways = [(serial + fsync_s + read_s + rest, write_s + outputs)
             for write_s, fsync_s, read_s in dw_row["parts"].values()]
-    return min(ways, key=max)
+    converting, writer = min(ways, key=max)
+    return baseline_s / max(converting, writer), baseline_s / (serial + dw_s + proof_s), converting, writer
 
 
 def _kept_floor(target: str, segments: list[str], repeats: int, nbytes: int, where: str) -> tuple[Row, float]:
@@ -370,10 +375,8 @@ def bench_upgrade(cluster: Path, repeats: int) -> list[Row]:
         proof_row, proof_s = _proof_floor(up, cluster_logs, repeats)
         # The ceiling of an upgrade that writes and checksums its outputs on a thread of its own,
         # as this one does (the longer of its two threads), and that of one doing all on one core.
-        serial = floor_s + readback_s + kept_s
-        converting, writer = _thread_parts(dw_row, proof_row, serial)
-        ceiling = floor_s / max(converting, writer)
-        one_core = floor_s / (serial + dw_s + proof_s)
+        ceiling, one_core, converting, writer = _ceilings(floor_s, floor_s + readback_s + kept_s, dw_row, dw_s,
+                                                          proof_row, proof_s)
         row = _target(row, r, UPGRADE_FLOOR, target=f">= {UPGRADE_FLOOR}x codec floor", ceiling=ceiling,
                       ratio=f"{r:.2f}x floor (ceiling {ceiling:.3g}x: converting thread {converting:.2f}s = floor + "
                             f"read-back {readback_s:.2f}s + kept wrappers {kept_s:.2f}s + its part of durable write "
@@ -456,10 +459,8 @@ def bench_kp_mix(cluster: Path, kp_bytes: int, repeats: int) -> list[Row]:
         dw_row, dw_s = _durable_write(up, [Path(c) for c in copies], f"kp-mix-{target}", recycled=True)
         kept_row, kept_s = _kept_floor(target, copies, repeats, floor["bytes"], "subset")
         proof_row, proof_s = _proof_floor(up, nbytes, repeats)
-        serial = floor["seconds"] + _readback_s(floor) + kept_s
-        converting, writer = _thread_parts(dw_row, proof_row, serial)
-        up_ceiling = kp["seconds"] / max(converting, writer)
-        one_core = kp["seconds"] / (serial + dw_s + proof_s)
+        up_ceiling, one_core, converting, writer = _ceilings(
+            kp["seconds"], floor["seconds"] + _readback_s(floor) + kept_s, dw_row, dw_s, proof_row, proof_s)
         row = _target(row, r, KP_MIX[target], target=f">= {KP_MIX[target]}x kafka-python", ceiling=up_ceiling,
                       ratio=f"{r:.2f}x kafka-python (ceiling {up_ceiling:.3g}x with read-back, kept wrappers, "
                             f"durable write and proof: converting thread {converting:.3f}s, writer thread "
@@ -498,9 +499,7 @@ def bench_kp_plain(size: int) -> list[Row]:
         # and its proof work (digests and CRCs).
         dw_row, dw_s = _durable_write(up, [Path(c) for c in copies], f"kp-plain-{target}", recycled=True)
         proof_row, proof_s = _proof_floor(up, nbytes, 3)
-        converting, writer = _thread_parts(dw_row, proof_row, 0.0)
-        ceiling = kp["seconds"] / max(converting, writer)
-        one_core = kp["seconds"] / (dw_s + proof_s)
+        ceiling, one_core, converting, writer = _ceilings(kp["seconds"], 0.0, dw_row, dw_s, proof_row, proof_s)
         row = _target(row, r, KP_PLAIN, target=f">= {KP_PLAIN:g}x kafka-python", ceiling=ceiling,
                       ratio=f"{r:.2f}x kafka-python (ceiling {ceiling:.3g}x: converting thread {converting:.2f}s, "
                             f"writer thread {writer:.2f}s; on one core {one_core:.3g}x: durable write {dw_s:.2f}s + "
