@@ -1067,6 +1067,10 @@ cdef inline uint32_t le_u32(const unsigned char *p) noexcept nogil:
     return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
 
 
+cdef inline uint64_t le_u64(const unsigned char *p) noexcept nogil:
+    return <uint64_t>le_u32(p) | (<uint64_t>le_u32(p + 4)) << 32
+
+
 cdef inline void put_le_u32(unsigned char *p, uint32_t x) noexcept nogil:
     p[0] = x & 0xFF
     p[1] = (x >> 8) & 0xFF
@@ -1212,7 +1216,20 @@ def lz4_compress(data, int magic):
 # libdeflate checks the trailer's CRC-32 and ISIZE; the call must also use the whole input and
 # fill exactly ISIZE bytes. Anything else (several members, header fields, bytes after the
 # member, an ISIZE beyond deflate's largest expansion) and every error go to compression.py's
-# reader (``gzip_decompress_py``): same data, same errors as ever. Writing gives libdeflate's
+# reader (``gzip_decompress_py``): same data, same errors as ever.
+#
+# libdeflate takes a few deflate codes that zlib (Java's Inflater, so Kafka's reader) and ISA-L
+# refuse, to keep its decode loop free of the checks: it decodes the literal/length symbols 286
+# and 287 as length 258 and the distance codes 30 and 31 as distances from 24,577, and takes a
+# dynamic block header declaring more than 286 literal/length or 30 distance codes. So only a
+# stream of one block, the final one, goes to libdeflate: a dynamic block whose header declares
+# no more than those counts cannot use the reserved codes, and a fixed-Huffman block of up to
+# 1 KiB is walked code by code after libdeflate has read it (``fixed_block_uses_reserved_codes``).
+# A larger fixed block, and a stream of several blocks (finding the later blocks takes a full
+# decode), go to the Python reader.
+# docs/formats.md 1.8.1 says more.
+#
+# Writing gives libdeflate's
 # bytes at Kafka's level, identical to the deflate package's ``gzip_compress`` (tested); the
 # inputs libdeflate would store raw go to ``gzip_compress_py`` as before.
 
@@ -1239,6 +1256,29 @@ cdef enum:
     # bits: 258 * 8 / 2); an ISIZE above that is not this stream's size.
     DEFLATE_MAX_EXPANSION = 1032
     LIBDEFLATE_SUCCESS = 0
+    # Deflate block header (RFC 1951 §3.2.3, §3.2.7): BFINAL (1 bit), BTYPE (2 bits), then for
+    # a dynamic block HLIT (5 bits, literal/length codes - 257) and HDIST (5 bits, distance codes - 1).
+    DEFLATE_BFINAL = 1
+    DEFLATE_BTYPE_SHIFT = 1
+    DEFLATE_BTYPE_FIXED = 1
+    DEFLATE_BTYPE_DYNAMIC = 2
+    DEFLATE_HLIT_SHIFT = 3
+    DEFLATE_FIELD5_MASK = 0x1F
+    DEFLATE_BLOCK_HEADER_BITS = 3
+    DEFLATE_MAX_HLIT = 286 - 257       # zlib: "too many length or distance symbols" above these
+    DEFLATE_MAX_HDIST = 30 - 1
+    DEFLATE_END_OF_BLOCK = 256
+    DEFLATE_LAST_LENGTH_SYMBOL = 285   # 286 and 287 have fixed codes but are reserved
+    DEFLATE_LAST_DISTANCE_CODE = 29    # 30 and 31 likewise
+    FIXED_CODE_MAX_BITS = 9            # the fixed literal/length code's longest code
+    FIXED_DISTANCE_BITS = 5
+    FIXED_RESULT_BITS = 5              # a fixed table entry: symbol << 5 | the bits it takes
+    FIXED_DROP_MASK = (1 << 5) - 1
+    FIXED_MATCH_MAX_BITS = 8 + 5 + 5 + 13  # the longest match: code, extra bits, distance, extra bits
+    # libdeflate's read and the walk of a fixed block cost more than ISA-L's read from about 1 KiB
+    # of deflate data on (measured: 0.4 against 1.5 us at 87 bytes, 1.7 against 2.4 at 391, 10.0
+    # against 8.0 at 2.7 KiB); zlib writes fixed blocks mostly for small inputs.
+    FIXED_WALK_MAX_BYTES = 1024
 
 cdef ld_gzip_decompress_ex_fn _gunzip = NULL
 cdef ld_gzip_compress_fn _gzip = NULL
@@ -1290,6 +1330,108 @@ def gzip_unavailable():
     return _libdeflate_unbound
 
 
+# The fixed-Huffman code (RFC 1951 §3.2.6) as two tables indexed by the stream's next bits,
+# lowest bit first. A literal/length entry is the symbol << FIXED_RESULT_BITS | the bits to
+# drop: the code's length, and for a length symbol its extra bits. A distance entry is the
+# code << FIXED_RESULT_BITS | the code's 5 bits and its extra bits.
+cdef unsigned short _fixed_litlen[1 << FIXED_CODE_MAX_BITS]
+cdef unsigned short _fixed_distance[1 << FIXED_DISTANCE_BITS]
+
+
+cdef unsigned int _reversed(unsigned int code, unsigned int length) noexcept:
+    cdef unsigned int out = 0, i
+    for i in range(length):  # Huffman codes go into the stream from their highest bit
+        out |= ((code >> (length - 1 - i)) & 1) << i
+    return out
+
+
+cdef void _build_fixed_tables() noexcept:
+    cdef unsigned int symbol, code, length, extra, k
+    for symbol in range(288):
+        if symbol < 144:
+            code, length = 0x30 + symbol, 8
+        elif symbol < 256:
+            code, length = 0x190 + symbol - 144, 9
+        elif symbol < 280:
+            code, length = symbol - 256, 7
+        else:
+            code, length = 0xC0 + symbol - 280, 8
+        # length symbols 265-284 carry one to five extra bits, four symbols each (257-264, 285: none)
+        extra = (symbol - 261) >> 2 if 265 <= symbol <= 284 else 0
+        for k in range(1 << (FIXED_CODE_MAX_BITS - length)):
+            _fixed_litlen[_reversed(code, length) | (k << length)] = <unsigned short>(
+                symbol << FIXED_RESULT_BITS | (length + extra))
+    for code in range(32):
+        # distance codes 4-29 carry one to thirteen extra bits, two codes each
+        extra = (code - 2) >> 1 if 4 <= code <= DEFLATE_LAST_DISTANCE_CODE else 0
+        _fixed_distance[_reversed(code, FIXED_DISTANCE_BITS)] = <unsigned short>(
+            code << FIXED_RESULT_BITS | (FIXED_DISTANCE_BITS + extra))
+
+
+_build_fixed_tables()
+
+
+cdef bint fixed_block_uses_reserved_codes(const unsigned char *p, size_t n) noexcept nogil:
+    """Whether the fixed-Huffman block starting at bit 3 of ``p`` (its header read) uses a
+    literal/length symbol above 285 or a distance code above 29 before its end-of-block code.
+    Called on what libdeflate has just read whole, so the codes are there; a walk that runs off
+    the end says yes, and the Python reader decides."""
+    cdef uint64_t bits
+    cdef unsigned int have, entry, symbol
+    cdef size_t at = 1, overrun = 0
+    if n == 0:
+        return True
+    bits = p[0] >> DEFLATE_BLOCK_HEADER_BITS
+    have = 8 - DEFLATE_BLOCK_HEADER_BITS
+    while True:
+        if at + 8 <= n:
+            bits |= le_u64(p + at) << have
+            at += (63 - have) >> 3
+            have |= 56
+        else:
+            while have <= 56:
+                if at < n:
+                    bits |= (<uint64_t>p[at]) << have
+                    at += 1
+                else:
+                    overrun += 1
+                    if overrun > 8:
+                        return True
+                have += 8
+        while have >= FIXED_MATCH_MAX_BITS:  # as many codes as the bits hold
+            entry = _fixed_litlen[bits & ((1 << FIXED_CODE_MAX_BITS) - 1)]
+            symbol = entry >> FIXED_RESULT_BITS
+            bits >>= entry & FIXED_DROP_MASK
+            have -= entry & FIXED_DROP_MASK
+            if symbol < DEFLATE_END_OF_BLOCK:
+                continue
+            if symbol == DEFLATE_END_OF_BLOCK:
+                return False
+            if symbol > DEFLATE_LAST_LENGTH_SYMBOL:
+                return True
+            entry = _fixed_distance[bits & ((1 << FIXED_DISTANCE_BITS) - 1)]
+            if (entry >> FIXED_RESULT_BITS) > DEFLATE_LAST_DISTANCE_CODE:
+                return True
+            bits >>= entry & FIXED_DROP_MASK
+            have -= entry & FIXED_DROP_MASK
+
+
+cdef bint _libdeflate_reads_as_zlib(const unsigned char *d, Py_ssize_t n) noexcept nogil:
+    """Before libdeflate's call: whether the deflate stream after the 10-byte header is one
+    final block that cannot hold a code libdeflate would take and zlib refuse, as far as its
+    header shows (a fixed block is walked after the call)."""
+    cdef unsigned char first = d[GZIP_HEADER_LENGTH]
+    cdef unsigned int block_type = (first >> DEFLATE_BTYPE_SHIFT) & 3
+    if not first & DEFLATE_BFINAL:
+        return False
+    if block_type == DEFLATE_BTYPE_DYNAMIC:
+        return ((first >> DEFLATE_HLIT_SHIFT) <= DEFLATE_MAX_HLIT
+                and (d[GZIP_HEADER_LENGTH + 1] & DEFLATE_FIELD5_MASK) <= DEFLATE_MAX_HDIST)
+    if block_type == DEFLATE_BTYPE_FIXED:
+        return n - GZIP_HEADER_LENGTH - GZIP_TRAILER_LENGTH <= FIXED_WALK_MAX_BYTES
+    return True
+
+
 def gzip_decompress(data):
     """compression.gzip_decompress: Kafka's single member inflated by libdeflate in one call,
     anything else and every error by compression.py's reader."""
@@ -1297,6 +1439,7 @@ def gzip_decompress(data):
     cdef const unsigned char *d
     cdef Py_ssize_t n
     cdef size_t isize, used_in = 0, used_out = 0
+    cdef bint fixed
     cdef object out
     if _gunzip != NULL:
         get_view(data, &v)
@@ -1304,12 +1447,15 @@ def gzip_decompress(data):
             d = <const unsigned char *>v.buf
             n = v.len
             if (n >= GZIP_HEADER_LENGTH + GZIP_TRAILER_LENGTH and d[0] == GZIP_ID1 and d[1] == GZIP_ID2
-                    and d[2] == GZIP_CM_DEFLATE and d[3] == 0):
+                    and d[2] == GZIP_CM_DEFLATE and d[3] == 0 and _libdeflate_reads_as_zlib(d, n)):
                 isize = le_u32(d + n - 4)
+                fixed = ((d[GZIP_HEADER_LENGTH] >> DEFLATE_BTYPE_SHIFT) & 3) == DEFLATE_BTYPE_FIXED
                 if isize <= <size_t>DEFLATE_MAX_EXPANSION * <size_t>n:
                     out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>isize)
                     if (_gunzip(_inflater, d, <size_t>n, PyBytes_AS_STRING(out), isize, &used_in, &used_out)
-                            == LIBDEFLATE_SUCCESS and used_in == <size_t>n and used_out == isize):
+                            == LIBDEFLATE_SUCCESS and used_in == <size_t>n and used_out == isize
+                            and not (fixed and fixed_block_uses_reserved_codes(
+                                d + GZIP_HEADER_LENGTH, <size_t>(n - GZIP_HEADER_LENGTH - GZIP_TRAILER_LENGTH)))):
                         return out
         finally:
             PyBuffer_Release(&v)

@@ -279,6 +279,120 @@ def test_isal_and_zlib_readers_agree_on_damaged_streams(seed, data):
         assert isal_out[0] is zlib_out[0]
 
 
+# ---------------------------------------------------------------- deflate codes zlib refuses
+# libdeflate decodes a few codes RFC 1951 reserves instead of refusing them (its decode tables
+# map the literal/length symbols 286 and 287 to length 258 and the distance codes 30 and 31 to
+# distance 24,577 and up), and it takes a dynamic block header declaring more than 286
+# literal/length or 30 distance codes. zlib, behind Java's Inflater and so Kafka's reader,
+# refuses all of them, and so does ISA-L. The streams below are built bit by bit.
+
+
+class _Bits:
+    """Deflate's bit order: fields from the low bit up, Huffman codes from their high bit."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self.count = 0
+
+    def put(self, value: int, width: int) -> _Bits:
+        self.value |= value << self.count
+        self.count += width
+        return self
+
+    def code(self, code: int, width: int) -> _Bits:  # a Huffman code, first bit its highest
+        return self.put(int(f"{code:0{width}b}"[::-1], 2), width)
+
+    def fixed_literal_or_length(self, symbol: int) -> _Bits:  # RFC 1951 §3.2.6
+        if symbol < 144:
+            return self.code(0x30 + symbol, 8)
+        if symbol < 256:
+            return self.code(0x190 + symbol - 144, 9)
+        if symbol < 280:
+            return self.code(symbol - 256, 7)
+        return self.code(0xC0 + symbol - 280, 8)
+
+    def bytes(self) -> bytes:
+        return self.value.to_bytes((self.count + 7) // 8, "little")
+
+
+def _gzip_member(deflate: bytes, content: bytes) -> bytes:
+    return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + deflate
+            + struct.pack("<II", zlib.crc32(content), len(content)))
+
+
+def _fixed_block(bits: _Bits, final: bool, symbols: list[tuple[int, int]]) -> _Bits:
+    """A fixed-Huffman block of literals, as (byte, 0), and matches, as (length symbol, distance
+    code): only length symbols without extra bits (257-264, 285-287), the distance's extra bits
+    all zero."""
+    bits.put(int(final), 1).put(1, 2)
+    for symbol, distance in symbols:
+        bits.fixed_literal_or_length(symbol)
+        if symbol > 256:
+            bits.code(distance, 5)
+            if distance >= 4:
+                bits.put(0, (distance - 2) // 2)
+    return bits.fixed_literal_or_length(256)
+
+
+def _a_then_258s(count: int, length_symbol: int = 285) -> list[tuple[int, int]]:
+    return [(ord("a"), 0)] + [(length_symbol, 0)] * count
+
+
+def _dynamic_two_literals(final: bool, hlit: int, hdist: int) -> _Bits:
+    """A dynamic block coding 'a' and end-of-block in one bit each, declaring HLIT + 257
+    literal/length and HDIST + 1 distance code lengths (all others zero), then "aa"."""
+    bits = _Bits().put(int(final), 1).put(2, 2).put(hlit, 5).put(hdist, 5).put(15, 4)
+    # code length code lengths in their stored order 16 17 18 0 8 7 9 6 10 5 11 4 12 3 13 2 14 1 15:
+    # 0 and 1 get 2 bits, 18 (a run of 11-138 zeros) gets 1
+    precode = {0: 2, 1: 2, 18: 1}
+    for symbol in (16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15):
+        bits.put(precode.get(symbol, 0), 3)
+    codes = {18: (0, 1), 0: (2, 2), 1: (3, 2)}  # canonical: 18 -> 0, 0 -> 10, 1 -> 11
+
+    def zeros(run: int) -> None:
+        while run >= 11:
+            step = min(run, 138)
+            bits.code(*codes[18]).put(step - 11, 7)
+            run -= step
+        for _ in range(run):
+            bits.code(*codes[0])
+
+    zeros(97)
+    bits.code(*codes[1])  # 'a': length 1
+    zeros(256 - 98)
+    bits.code(*codes[1])  # end of block: length 1
+    zeros(hlit + hdist + 1)  # literal/length codes 257 and up, then every distance code
+    return bits.code(0, 1).code(0, 1).code(1, 1)  # 'a' 'a' end of block
+
+
+DIVERGING = {
+    "fixed, length symbol 287 (the bit flip hypothesis found)": _gzip_member(
+        _fixed_block(_Bits(), True, _a_then_258s(1, 287)).bytes(), b"a" * 259),
+    "fixed, length symbol 286": _gzip_member(_fixed_block(_Bits(), True, _a_then_258s(2, 286)).bytes(), b"a" * 517),
+    "fixed, distance code 30": _gzip_member(
+        _fixed_block(_Bits(), True, _a_then_258s(96) + [(257, 30)]).bytes(), b"a" * (1 + 96 * 258 + 3)),
+    "fixed, distance code 31": _gzip_member(
+        _fixed_block(_Bits(), True, _a_then_258s(96) + [(257, 31)]).bytes(), b"a" * (1 + 96 * 258 + 3)),
+    "dynamic, 287 literal/length code lengths": _gzip_member(_dynamic_two_literals(True, 30, 0).bytes(), b"aa"),
+    "dynamic, 288 literal/length code lengths": _gzip_member(_dynamic_two_literals(True, 31, 0).bytes(), b"aa"),
+    "dynamic, 31 distance code lengths": _gzip_member(_dynamic_two_literals(True, 0, 30).bytes(), b"aa"),
+    "dynamic, 32 distance code lengths": _gzip_member(_dynamic_two_literals(True, 0, 31).bytes(), b"aa"),
+    "a good block, then fixed with length symbol 287": _gzip_member(
+        _fixed_block(_fixed_block(_Bits(), False, _a_then_258s(1)), True, _a_then_258s(1, 287)).bytes(),
+        b"a" * 518),
+    "a good dynamic block, then fixed with distance code 30": _gzip_member(
+        _fixed_block(_dynamic_two_literals(False, 0, 0), True,
+                     _a_then_258s(96) + [(257, 30)]).bytes(), b"aa" + b"a" * (1 + 96 * 258 + 3)),
+}
+# The same streams within the rules: what the compiled reader must still read in one call.
+REGULAR = {
+    "fixed, length symbol 285": _gzip_member(_fixed_block(_Bits(), True, _a_then_258s(2)).bytes(), b"a" * 517),
+    "fixed, distance code 29": _gzip_member(
+        _fixed_block(_Bits(), True, _a_then_258s(96) + [(257, 29)]).bytes(), b"a" * (1 + 96 * 258 + 3)),
+    "dynamic, 286 and 30 code lengths": _gzip_member(_dynamic_two_literals(True, 29, 29).bytes(), b"aa"),
+}
+
+
 # ---------------------------------------------------------------- gzip from the compiled core
 # It takes Kafka's single member (no header fields) in one libdeflate call and hands every
 # other stream, and every error, to the Python reader: same data, same error, same position.
@@ -294,10 +408,19 @@ def _gzip_with_header_fields(data: bytes, flags: int) -> bytes:
     return head + member[10:]
 
 
+def _gzip_of_two_blocks(data: bytes) -> bytes:
+    """One member whose deflate stream has two blocks (a full flush ends the first)."""
+    z = zlib.compressobj(6, zlib.DEFLATED, 31)
+    half = len(data) // 2
+    return z.compress(data[:half]) + z.flush(zlib.Z_FULL_FLUSH) + z.compress(data[half:]) + z.flush()
+
+
 GZIP_COMPILED_SEEDS = GZIP_SEEDS + [
     _gzip_with_header_fields(TEXT, 0x08),
     _gzip_with_header_fields(TEXT[:300], 0x02 | 0x04 | 0x10),
     codecs.gzip_compress_py(bytes(70_000)),
+    _gzip_of_two_blocks(TEXT),
+    *REGULAR.values(),  # fixed blocks: a flipped bit turns length symbol 285 into 287
 ]
 needs_compiled = pytest.mark.skipif(core.compiled is None, reason="the compiled core is not built")
 
@@ -320,7 +443,11 @@ def test_compiled_gzip_reader_takes_kafkas_member_and_leaves_the_rest(monkeypatc
     for taken in (one, codecs.gzip_compress_zlib(TEXT), kp.gzip_encode(TEXT), memoryview(b"--" + one)[2:]):
         assert gunzip(taken) == TEXT
     assert gunzip(codecs.gzip_compress_py(b"")) == b""
+    small_fixed = REGULAR["fixed, distance code 29"]  # one fixed block, walked after libdeflate's read
+    assert gunzip(small_fixed) == b"a" * (1 + 96 * 258 + 3)
     assert handed == []
+    z = zlib.compressobj(6, zlib.DEFLATED, 31, 8, zlib.Z_FIXED)
+    large_fixed = z.compress(bytes(random.Random(3).choices(b"abcd", k=6000))) + z.flush()  # one fixed block over 1 KiB
     left = [
         one + one,  # two members
         one + b"\x00",  # a byte after the member
@@ -329,10 +456,14 @@ def test_compiled_gzip_reader_takes_kafkas_member_and_leaves_the_rest(monkeypatc
         one[:-4] + struct.pack("<I", len(TEXT) - 1),  # ISIZE smaller than the data
         one[:-4] + struct.pack("<I", len(TEXT) + 1),  # ... larger
         one[:-8] + bytes([one[-8] ^ 1]) + one[-7:],  # the CRC-32
+        _gzip_of_two_blocks(TEXT),  # several deflate blocks
+        large_fixed,
     ]
     verdicts = [_verdict(gunzip, stream) for stream in left]
     assert handed == left
-    assert [kind for kind, _ in verdicts] == ["ok", "error", "ok", "ok", "error", "error", "error"]
+    assert [kind for kind, _ in verdicts] == ["ok", "error", "ok", "ok", "error", "error", "error", "ok", "ok"]
+    assert large_fixed[10] & 7 == 3 and len(large_fixed) > 1024 + 18
+    assert _gzip_of_two_blocks(TEXT)[10] & 1 == 0
 
 
 @needs_compiled
@@ -429,3 +560,25 @@ def test_lz4_block_larger_than_its_frame_allows_fails_after_a_larger_frame():
     with pytest.raises(CorruptRecordError, match="bad LZ4 block") as exc:
         codecs.lz4_decompress(codecs.LZ4_HEADER + body, 2)
     assert exc.value.position == 11
+
+
+@pytest.mark.parametrize("stream", list(DIVERGING.values()), ids=list(DIVERGING))
+def test_zlib_and_isal_refuse_the_reserved_deflate_codes(stream):
+    with pytest.raises(zlib.error):
+        zlib.decompress(stream, 31)
+    kind, _ = _verdict(codecs.gzip_decompress_py, stream)
+    assert kind == "error"
+
+
+@pytest.mark.parametrize("stream", list(REGULAR.values()), ids=list(REGULAR))
+def test_the_crafted_streams_within_the_rules_are_read_by_every_reader(stream):
+    content = zlib.decompress(stream, 31)
+    assert codecs.gzip_decompress_py(stream) == content
+    if core.compiled is not None:
+        assert core.compiled.gzip_decompress(stream) == content
+
+
+@needs_compiled
+@pytest.mark.parametrize("stream", list(DIVERGING.values()), ids=list(DIVERGING))
+def test_compiled_gzip_reader_refuses_the_reserved_deflate_codes_as_the_python_reader_does(stream):
+    assert _verdict(core.compiled.gzip_decompress, stream) == _verdict(codecs.gzip_decompress_py, stream)
