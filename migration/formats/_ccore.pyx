@@ -1416,20 +1416,35 @@ cdef bint fixed_block_uses_reserved_codes(const unsigned char *p, size_t n) noex
             have -= entry & FIXED_DROP_MASK
 
 
-cdef bint _libdeflate_reads_as_zlib(const unsigned char *d, Py_ssize_t n) noexcept nogil:
-    """Before libdeflate's call: whether the deflate stream after the 10-byte header is one
-    final block that cannot hold a code libdeflate would take and zlib refuse, as far as its
-    header shows (a fixed block is walked after the call)."""
-    cdef unsigned char first = d[GZIP_HEADER_LENGTH]
-    cdef unsigned int block_type = (first >> DEFLATE_BTYPE_SHIFT) & 3
+cdef enum GzipRoute:
+    TO_PYTHON_READER        # what libdeflate could read otherwise than zlib, or not Kafka's member
+    LIBDEFLATE              # one final block its header shows to be within zlib's rules
+    LIBDEFLATE_THEN_WALK    # one final fixed block, walked for reserved codes after the read
+
+
+cdef GzipRoute _gzip_route(const unsigned char *d, Py_ssize_t n) noexcept nogil:
+    """Who reads the member ``d[:n]``: only Kafka's (one member, no header fields) whose deflate
+    stream is one final block goes to libdeflate, and only if no code libdeflate takes and zlib
+    refuses can hide in it unseen."""
+    cdef unsigned char first
+    cdef unsigned int block_type
+    if not (n >= GZIP_HEADER_LENGTH + GZIP_TRAILER_LENGTH and d[0] == GZIP_ID1 and d[1] == GZIP_ID2
+            and d[2] == GZIP_CM_DEFLATE and d[3] == 0):
+        return TO_PYTHON_READER
+    first = d[GZIP_HEADER_LENGTH]
+    block_type = (first >> DEFLATE_BTYPE_SHIFT) & 3
     if not first & DEFLATE_BFINAL:
-        return False
+        return TO_PYTHON_READER
     if block_type == DEFLATE_BTYPE_DYNAMIC:
-        return ((first >> DEFLATE_HLIT_SHIFT) <= DEFLATE_MAX_HLIT
-                and (d[GZIP_HEADER_LENGTH + 1] & DEFLATE_FIELD5_MASK) <= DEFLATE_MAX_HDIST)
+        if ((first >> DEFLATE_HLIT_SHIFT) <= DEFLATE_MAX_HLIT
+                and (d[GZIP_HEADER_LENGTH + 1] & DEFLATE_FIELD5_MASK) <= DEFLATE_MAX_HDIST):
+            return LIBDEFLATE
+        return TO_PYTHON_READER
     if block_type == DEFLATE_BTYPE_FIXED:
-        return n - GZIP_HEADER_LENGTH - GZIP_TRAILER_LENGTH <= FIXED_WALK_MAX_BYTES
-    return True
+        if n - GZIP_HEADER_LENGTH - GZIP_TRAILER_LENGTH <= FIXED_WALK_MAX_BYTES:
+            return LIBDEFLATE_THEN_WALK
+        return TO_PYTHON_READER
+    return LIBDEFLATE  # stored (libdeflate checks LEN against NLEN as zlib does) or reserved (refused)
 
 
 def gzip_decompress(data):
@@ -1439,22 +1454,21 @@ def gzip_decompress(data):
     cdef const unsigned char *d
     cdef Py_ssize_t n
     cdef size_t isize, used_in = 0, used_out = 0
-    cdef bint fixed
+    cdef GzipRoute route
     cdef object out
     if _gunzip != NULL:
         get_view(data, &v)
         try:
             d = <const unsigned char *>v.buf
             n = v.len
-            if (n >= GZIP_HEADER_LENGTH + GZIP_TRAILER_LENGTH and d[0] == GZIP_ID1 and d[1] == GZIP_ID2
-                    and d[2] == GZIP_CM_DEFLATE and d[3] == 0 and _libdeflate_reads_as_zlib(d, n)):
+            route = _gzip_route(d, n)
+            if route != TO_PYTHON_READER:
                 isize = le_u32(d + n - 4)
-                fixed = ((d[GZIP_HEADER_LENGTH] >> DEFLATE_BTYPE_SHIFT) & 3) == DEFLATE_BTYPE_FIXED
                 if isize <= <size_t>DEFLATE_MAX_EXPANSION * <size_t>n:
                     out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>isize)
                     if (_gunzip(_inflater, d, <size_t>n, PyBytes_AS_STRING(out), isize, &used_in, &used_out)
                             == LIBDEFLATE_SUCCESS and used_in == <size_t>n and used_out == isize
-                            and not (fixed and fixed_block_uses_reserved_codes(
+                            and not (route == LIBDEFLATE_THEN_WALK and fixed_block_uses_reserved_codes(
                                 d + GZIP_HEADER_LENGTH, <size_t>(n - GZIP_HEADER_LENGTH - GZIP_TRAILER_LENGTH)))):
                         return out
         finally:
