@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from typing import ClassVar, Generic, NamedTuple, Self, TypeVar
 
 from migration.formats.errors import CorruptCheckpointError
-from migration.formats.fileio import BytesLike, StrPath, atomic_write, read_bytes
+from migration.formats.fileio import BytesLike, StrPath, durable_replace, read_bytes
 from migration.formats.java_numbers import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, parse_java_int
 from migration.formats.names import TMP_FILE_SUFFIX
 
@@ -167,7 +167,7 @@ class _CheckpointFile(ABC, Generic[E]):
         return self.to_text().encode("utf-8")
 
     def write(self, path: StrPath, *, tmp_suffix: str = TMP_FILE_SUFFIX) -> None:
-        atomic_write(path, self.to_bytes(), tmp_suffix=tmp_suffix)
+        durable_replace(path, self.to_bytes(), tmp_suffix=tmp_suffix)
 
 
 class OffsetCheckpointFile(_CheckpointFile[TopicPartitionOffset]):

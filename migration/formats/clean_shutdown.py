@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 
 from migration.formats.errors import CorruptCheckpointError
-from migration.formats.fileio import BytesLike, StrPath, atomic_write, read_bytes
+from migration.formats.fileio import BytesLike, StrPath, durable_replace, read_bytes
 from migration.formats.names import TMP_FILE_SUFFIX
 
 CLEAN_SHUTDOWN_VERSION = 0
@@ -84,4 +84,4 @@ class CleanShutdownFile:
 
     def write(self, path: StrPath, *, tmp_suffix: str = TMP_FILE_SUFFIX) -> None:
         """Write crash-safely (Kafka writes in place; a rename never leaves a torn marker)."""
-        atomic_write(path, self.to_bytes(), tmp_suffix=tmp_suffix)
+        durable_replace(path, self.to_bytes(), tmp_suffix=tmp_suffix)

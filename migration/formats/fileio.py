@@ -1,10 +1,22 @@
 """Crash-safe file writes and path helpers shared by the codecs of the format layer.
 
-Kafka's checkpoint, properties and partition.metadata writers use the same protocol
-(``Utils.atomicMoveWithFallback``): write ``<name><tmp suffix>``, fsync it, rename it over
-``<name>``, fsync the directory so the rename itself survives a crash. ``atomic_write`` does
-exactly that and removes the temporary file when anything fails, so a failed write leaves the
-directory as it was.
+Every file and directory kmigrate persists, in a log dir, the backup root or its home, goes
+through this module, so the durability rules live in one place (docs/architecture.md,
+"Durability"). POSIX promises little after a power cut: a file's data only once the file is
+fsynced, a directory entry (a created file or directory, a rename, a link, an unlink) only
+once the directory holding it is fsynced. ext4's ordered mode keeps more, XFS and others do
+not, and the tool runs on whatever file system the brokers use. So:
+
+- ``durable_replace``: Kafka's own protocol for its checkpoint, properties and
+  partition.metadata files (``Utils.atomicMoveWithFallback``): write ``<name><tmp suffix>``,
+  fsync it, rename it over ``<name>``, fsync the directory. A failure removes the temporary
+  file, so a failed write leaves the directory as it was.
+- ``durable_mkdir``: ``mkdir -p`` whose every new directory is made durable in its parent,
+  from the first one that already existed down (a lost directory loses all it holds).
+- ``durable_link`` and ``durable_unlink``: a directory entry added or removed, its directory
+  fsynced.
+- ``write_and_fsync``: a file's bytes made durable under the name they are written to; the
+  caller fsyncs the directory before anything depends on the name (``fsync_dir``).
 """
 
 from __future__ import annotations
@@ -27,8 +39,15 @@ BytesLike = bytes | bytearray | memoryview
 StrPath = str | PathLike[str]
 
 
+FaultHook = Callable[[str], None]
+"""Called with a step's name between the steps of a durable write (``written``: the
+temporary file is complete and fsynced; ``renamed``: it has its final name, the directory is
+not fsynced yet), so crash tests can stop a run there. The format layer names no fault
+mechanism of its own: the runtime's ``fault_point`` is passed in by the layers above."""
+
+
 def fsync_dir(path: StrPath) -> None:
-    """fsync a directory so renames and creations inside it are durable."""
+    """fsync a directory so the entries created, renamed or removed in it are durable."""
     fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         os.fsync(fd)
@@ -36,58 +55,145 @@ def fsync_dir(path: StrPath) -> None:
         os.close(fd)
 
 
-def atomic_write(
-    path: StrPath,
-    data_or_chunks: BytesLike | Iterable[BytesLike],
-    *,
-    tmp_suffix: str,
-    fsync: bool = True,
-) -> None:
-    """Write ``data_or_chunks`` to ``path`` via ``path + tmp_suffix``, fsync, rename, fsync dir.
-
-    ``data_or_chunks`` is one bytes-like object or an iterable of them (written in order, so a
-    large file need not exist in memory). If writing or iterating raises, the temporary file is
-    removed and ``path`` is untouched.
-    """
-    if not tmp_suffix:
-        # An empty suffix would make the "temporary" file the target itself.
-        raise ValueError("tmp_suffix must not be empty")
+def durable_mkdir(path: StrPath) -> Path:
+    """``mkdir -p`` that survives power loss: every directory it creates is fsynced into its
+    parent, from the first one that already existed down, before it returns. Returns the
+    path. An existing directory costs one ``stat``."""
     target = Path(path)
-    tmp = target.with_name(target.name + tmp_suffix)
+    if target.is_dir():
+        return target
+    missing: list[Path] = []
+    p = target
+    while not p.is_dir():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    for d in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # a concurrent creator (another Spark task)
+            os.mkdir(d)
+        fsync_dir(d.parent)
+    return target
+
+
+def _write_all(fd: int, data_or_chunks: BytesLike | Iterable[BytesLike]) -> None:
     chunks: Iterable[BytesLike] = (
         (data_or_chunks,) if isinstance(data_or_chunks, bytes | bytearray | memoryview) else data_or_chunks
     )
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    for chunk in chunks:
+        view = memoryview(chunk).cast("B")
+        while view:
+            view = view[os.write(fd, view):]
+
+
+def durable_replace(
+    path: StrPath,
+    content: BytesLike | Iterable[BytesLike] | Callable[[int], None],
+    *,
+    tmp_suffix: str | None = None,
+    tmp_path: StrPath | None = None,
+    exclusive: bool = False,
+    no_clobber: bool = False,
+    read_only: bool = False,
+    times_ns: tuple[int, int] | None = None,
+    fault: FaultHook | None = None,
+) -> Path:
+    """Make ``content`` the file ``path``, durably: temporary file, write, fsync, rename,
+    fsync of the directory. Returns ``path``.
+
+    ``content`` is one bytes-like object, an iterable of them (written in order, so a large
+    file need not exist in memory) or a function that writes to the open file descriptor.
+    The temporary file is ``path + tmp_suffix`` (default ``.tmp``) or ``tmp_path``, which may
+    sit in another directory of the same file system (the file is then renamed across).
+    ``exclusive`` refuses a temporary name that exists (a random name nobody else may hold);
+    ``no_clobber`` refuses a ``path`` that exists (``FileExistsError``, the temporary file
+    removed), by linking instead of renaming; ``read_only`` makes the file 0444 before its
+    fsync, as Kafka's snapshot writer does; ``times_ns`` (atime, mtime) sets the times before
+    the fsync, so they are as durable as the data. The parent directory must exist (see
+    ``durable_mkdir``). If writing raises, the temporary file is removed and ``path`` is
+    untouched."""
+    target = Path(path)
+    if tmp_path is not None:
+        tmp = Path(tmp_path)
+    else:
+        suffix = ".tmp" if tmp_suffix is None else tmp_suffix
+        if not suffix:
+            # An empty suffix would make the "temporary" file the target itself.
+            raise ValueError("tmp_suffix must not be empty")
+        tmp = target.with_name(target.name + suffix)
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fd = os.open(tmp, flags, 0o644)
     try:
         try:
-            for chunk in chunks:
-                view = memoryview(chunk).cast("B")
-                while view:
-                    written = os.write(fd, view)
-                    view = view[written:]
-            if fsync:
-                os.fsync(fd)
+            if callable(content):
+                content(fd)
+            else:
+                _write_all(fd, content)
+            if read_only:
+                os.fchmod(fd, 0o444)
+            if times_ns is not None:
+                os.utime(fd, ns=times_ns)
+            os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, target)
+        if fault is not None:
+            fault("written")
+        if no_clobber:
+            os.link(tmp, target)  # FileExistsError when the name is taken: nothing replaced
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, target)
     except BaseException:
         # Leave nothing behind: the target was never replaced.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    if fsync:
-        fsync_dir(target.parent)
+    if fault is not None:
+        fault("renamed")
+    fsync_dir(target.parent)
+    if tmp.parent != target.parent:
+        fsync_dir(tmp.parent)  # the temporary name's removal, so no stray name comes back
+    return target
 
 
-def write_and_fsync(path: StrPath, data: BytesLike, *, exclusive: bool) -> None:
-    """Write ``data`` to ``path`` and fsync it. ``exclusive`` fails if the file exists (a
-    temporary name nobody else may hold); otherwise it is truncated."""
+def durable_link(src: StrPath, dst: StrPath) -> None:
+    """Hard-link ``src`` as ``dst`` and fsync ``dst``'s directory."""
+    os.link(src, dst)
+    fsync_dir(Path(dst).parent)
+
+
+def durable_unlink(*paths: StrPath) -> int:
+    """Remove ``paths`` (missing ones are skipped) and fsync each directory that lost an
+    entry; returns how many were removed."""
+    dirs: set[Path] = set()
+    removed = 0
+    for p in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(p)
+            dirs.add(Path(p).parent)
+            removed += 1
+    for d in dirs:
+        fsync_dir(d)
+    return removed
+
+
+def fsync_file(path: StrPath) -> None:
+    """fsync a file's data (and inode) by name: a copy made by another function."""
+    fd = os.open(os.fspath(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_and_fsync(path: StrPath, data: BytesLike | Iterable[BytesLike], *, exclusive: bool) -> None:
+    """Write ``data`` to ``path`` and fsync it: durable bytes under a name that is not durable
+    until the caller fsyncs the directory. ``exclusive`` fails if the file exists (a temporary
+    name nobody else may hold); otherwise it is truncated."""
     flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
     fd = os.open(os.fspath(path), flags, 0o644)
     try:
-        view = memoryview(data).cast("B")
-        while view:
-            view = view[os.write(fd, view):]
+        _write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -16,7 +16,7 @@ from itertools import islice
 from typing import ClassVar, Self
 
 from migration.formats.errors import InvalidFileNameError
-from migration.formats.fileio import BytesLike, StrPath, atomic_write, offset_from_path, read_bytes
+from migration.formats.fileio import BytesLike, StrPath, durable_replace, offset_from_path, read_bytes
 from migration.formats.names import INT64_MAX, TMP_FILE_SUFFIX
 
 INT32_MAX = (1 << 31) - 1
@@ -171,7 +171,7 @@ class IndexFile(ABC):
     def write(self, path: StrPath, *, tmp_suffix: str = TMP_FILE_SUFFIX) -> None:
         """Write the trimmed index crash-safely; the name must carry this base offset."""
         check_file_name(path, self.FILE_SUFFIX, self.base_offset)
-        atomic_write(path, self.to_bytes(), tmp_suffix=tmp_suffix)
+        durable_replace(path, self.to_bytes(), tmp_suffix=tmp_suffix)
 
 
 def check_file_name(path: StrPath, suffix: str, base_offset: int) -> None:

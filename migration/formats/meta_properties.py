@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 from migration.formats.errors import CorruptCheckpointError
-from migration.formats.fileio import BytesLike, StrPath, atomic_write, read_bytes
+from migration.formats.fileio import BytesLike, StrPath, durable_replace, read_bytes
 from migration.formats.java_numbers import INT32_MAX, INT32_MIN, parse_java_int
 from migration.formats.kafka_uuid import Uuid
 from migration.formats.names import TMP_FILE_SUFFIX
@@ -335,4 +335,4 @@ class MetaProperties:
     def write(
         self, path: StrPath, *, now: datetime | None = None, sort_keys: bool = False, tmp_suffix: str = TMP_FILE_SUFFIX
     ) -> None:
-        atomic_write(path, self.to_bytes(now=now, sort_keys=sort_keys), tmp_suffix=tmp_suffix)
+        durable_replace(path, self.to_bytes(now=now, sort_keys=sort_keys), tmp_suffix=tmp_suffix)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from migration.formats.errors import CorruptCheckpointError
-from migration.formats.fileio import BytesLike, StrPath, atomic_write, read_bytes
+from migration.formats.fileio import BytesLike, StrPath, durable_replace, read_bytes
 from migration.formats.java_numbers import parse_java_int
 from migration.formats.kafka_uuid import ZERO_UUID, Uuid
 from migration.formats.names import TMP_FILE_SUFFIX
@@ -106,4 +106,4 @@ class PartitionMetadataFile:
         return self.to_text().encode("utf-8")
 
     def write(self, path: StrPath, *, tmp_suffix: str = TMP_FILE_SUFFIX) -> None:
-        atomic_write(path, self.to_bytes(), tmp_suffix=tmp_suffix)
+        durable_replace(path, self.to_bytes(), tmp_suffix=tmp_suffix)

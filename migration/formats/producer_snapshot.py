@@ -33,7 +33,7 @@ from typing import NamedTuple
 import crc32c
 
 from migration.formats.errors import CorruptSnapshotError, InvalidFileNameError, TruncatedError
-from migration.formats.fileio import BytesLike, StrPath, atomic_write, offset_from_path, read_bytes
+from migration.formats.fileio import BytesLike, StrPath, durable_replace, offset_from_path, read_bytes
 from migration.formats.names import PRODUCER_SNAPSHOT_FILE_SUFFIX, TMP_FILE_SUFFIX
 
 PRODUCER_SNAPSHOT_VERSION = 1
@@ -211,7 +211,7 @@ class ProducerSnapshot:
             raise InvalidFileNameError(
                 "file name does not carry the snapshot offset", path=path, expected=self.offset, found=named
             )
-        atomic_write(path, self.to_bytes(), tmp_suffix=tmp_suffix)
+        durable_replace(path, self.to_bytes(), tmp_suffix=tmp_suffix)
 
 
 EMPTY_SNAPSHOT = ProducerSnapshot().to_bytes()

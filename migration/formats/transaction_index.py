@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from migration.formats.errors import CorruptIndexError, TruncatedError
-from migration.formats.fileio import BytesLike, StrPath, atomic_write, offset_from_path, read_bytes
+from migration.formats.fileio import BytesLike, StrPath, durable_replace, offset_from_path, read_bytes
 from migration.formats.index_file import check_base_offset, check_file_name
 from migration.formats.names import INT64_MAX, TMP_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX
 
@@ -191,4 +191,4 @@ class TransactionIndex:
 
     def write(self, path: StrPath, *, tmp_suffix: str = TMP_FILE_SUFFIX) -> None:
         check_file_name(path, TXN_INDEX_FILE_SUFFIX, self.base_offset)
-        atomic_write(path, self.to_bytes(), tmp_suffix=tmp_suffix)
+        durable_replace(path, self.to_bytes(), tmp_suffix=tmp_suffix)

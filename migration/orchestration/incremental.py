@@ -18,7 +18,7 @@ from pathlib import Path
 
 from migration.audit.model import RunReport, SessionInfo, UnitStatus
 from migration.formats import names
-from migration.formats.fileio import atomic_write
+from migration.formats.fileio import durable_replace
 from migration.runtime.runs import RunDir
 from migration.sessions import Budget, Outcome, PartitionFingerprint, RunPlan, SessionStore, fingerprint_partition_dir
 from migration.settings import out_dir
@@ -124,7 +124,7 @@ def finish_incremental(run_id: str, report: RunReport | None, *, store: SessionS
     store.finish_run(plan, outcomes, seen_after)
     if plan.session_id is not None:
         # durable: the next run compares its session's epoch with this belief
-        atomic_write(_belief_path(plan.name, plan.broker_id),
+        durable_replace(_belief_path(plan.name, plan.broker_id),
                      json.dumps({"epoch": plan.epoch, "session_id": plan.session_id}).encode(), tmp_suffix=".tmp")
     return {"committed": True, "epoch": plan.epoch, "ok": sum(1 for o in outcomes.values() if o.status == "ok"),
             "failed": sum(1 for o in outcomes.values() if o.status == "failed")}

@@ -6,7 +6,7 @@ unit). A crash resume, a rollback or a finalize may read them with another kmigr
 one that wrote them, so each carries a ``version``: a document without one was written before
 versioning (read as version 0, the same fields), a newer version than this tool knows is
 refused with a message saying so, never guessed at. Every document is written with the one
-durable write (temporary file, fsync, rename, directory fsync: ``formats.fileio.atomic_write``).
+durable write (temporary file, fsync, rename, directory fsync: ``formats.fileio.durable_replace``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from migration.formats.fileio import atomic_write
+from migration.formats.fileio import durable_replace
 from migration.runtime.engine import Unit
 
 TMP_SUFFIX = ".tmp"
@@ -68,7 +68,7 @@ class RunDocument(BaseModel):
         return cls.from_json(Path(path).read_bytes(), path=path)
 
     def write(self, path: str | os.PathLike[str]) -> Path:
-        atomic_write(path, self.model_dump_json(indent=1).encode(), tmp_suffix=TMP_SUFFIX)
+        durable_replace(path, self.model_dump_json(indent=1).encode(), tmp_suffix=TMP_SUFFIX)
         return Path(path)
 
 

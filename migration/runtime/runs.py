@@ -18,14 +18,14 @@ import os
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from migration.formats.fileio import atomic_write, fsync_dir
+from migration.formats.fileio import durable_replace, fsync_dir
 from migration.runtime.documents import JobDocument, PrepareDocument, ResultsDocument
 from migration.runtime.engine import Unit
 from migration.settings import runs_dir, state_env
 
 
 def _write_json(path: Path, data: Any) -> None:
-    atomic_write(path, json.dumps(data, indent=1, default=str).encode(), tmp_suffix=".tmp")
+    durable_replace(path, json.dumps(data, indent=1, default=str).encode(), tmp_suffix=".tmp")
 
 
 P = TypeVar("P", bound=PrepareDocument)

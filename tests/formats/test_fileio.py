@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 
 from migration.formats import fileio
 from migration.formats.errors import InvalidFileNameError
-from migration.formats.fileio import BackgroundWriter, atomic_write, fsync_dir, offset_from_path, start_writeback
+from migration.formats.fileio import BackgroundWriter, durable_replace, fsync_dir, offset_from_path, start_writeback
 
 
 def test_atomic_write_bytes_and_no_temp_left(tmp_path: Path) -> None:
     target = tmp_path / "file"
-    atomic_write(target, b"hello", tmp_suffix=".tmp")
+    durable_replace(target, b"hello", tmp_suffix=".tmp")
     assert target.read_bytes() == b"hello"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
@@ -27,7 +27,7 @@ def test_atomic_write_bytes_and_no_temp_left(tmp_path: Path) -> None:
 def test_atomic_write_chunks_replaces_existing(tmp_path: Path) -> None:
     target = tmp_path / "file"
     target.write_bytes(b"old content")
-    atomic_write(target, [b"a", bytearray(b"bc"), memoryview(b"def")], tmp_suffix=".part")
+    durable_replace(target, [b"a", bytearray(b"bc"), memoryview(b"def")], tmp_suffix=".part")
     assert target.read_bytes() == b"abcdef"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
@@ -41,21 +41,21 @@ def test_atomic_write_failure_keeps_target_and_removes_temp(tmp_path: Path) -> N
         raise RuntimeError("disk on fire")
 
     with pytest.raises(RuntimeError):
-        atomic_write(target, chunks(), tmp_suffix=".tmp")
+        durable_replace(target, chunks(), tmp_suffix=".tmp")
     assert target.read_bytes() == b"old content"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
 def test_atomic_write_overwrites_stale_temp(tmp_path: Path) -> None:
     (tmp_path / "file.tmp").write_bytes(b"stale stale stale")
-    atomic_write(tmp_path / "file", b"new", tmp_suffix=".tmp")
+    durable_replace(tmp_path / "file", b"new", tmp_suffix=".tmp")
     assert (tmp_path / "file").read_bytes() == b"new"
     assert not (tmp_path / "file.tmp").exists()
 
 
 def test_atomic_write_rejects_empty_suffix(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
-        atomic_write(tmp_path / "file", b"x", tmp_suffix="")
+        durable_replace(tmp_path / "file", b"x", tmp_suffix="")
     assert list(tmp_path.iterdir()) == []
 
 

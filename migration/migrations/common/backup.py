@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field, model_validator
 
-from migration.formats.fileio import atomic_write, fsync_dir
+from migration.formats.fileio import durable_replace, fsync_dir
 from migration.migrations.common.checksum import (
     CURRENT_FILE_CHECKSUM,
     FileChecksumAlgorithm,
@@ -147,7 +147,7 @@ def backup_unit(
         fp.linked = link_or_copy(src, dst)
         ub.files.append(fp)
     fsync_dir(target)
-    atomic_write(manifest_path, ub.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")
+    durable_replace(manifest_path, ub.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")
     return ub, False
 
 
@@ -195,7 +195,7 @@ def write_backup_manifest(backup_root: str | os.PathLike[str], run_id: str) -> P
         return None
     units = [json.loads(p.read_text()) for p in sorted(mdir.glob("*.json"))]
     out = root / BACKUP_MANIFEST
-    atomic_write(out, json.dumps({"version": MANIFEST_VERSION, "run_id": run_id, "units": units},
+    durable_replace(out, json.dumps({"version": MANIFEST_VERSION, "run_id": run_id, "units": units},
                                  indent=1).encode(), tmp_suffix=".tmp")
     return out
 

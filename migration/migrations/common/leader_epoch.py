@@ -32,7 +32,7 @@ from pydantic import Field
 
 from migration.formats import names
 from migration.formats.checkpoint_files import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
-from migration.formats.fileio import atomic_write, fsync_dir
+from migration.formats.fileio import durable_replace, fsync_dir
 from migration.runtime.documents import RunDocument
 
 ASSIGNED_EPOCH = 0
@@ -133,8 +133,8 @@ def assign_leader_epoch(partition_dir: Path, *, backup_dir: Path | None = None) 
             original = path.read_bytes()
             plan.original_mtime_ns = path.stat().st_mtime_ns
             plan.original_sha256 = hashlib.sha256(original).hexdigest()
-            atomic_write(manifest.with_suffix(".original"), original, tmp_suffix=".tmp")
-        atomic_write(manifest, plan.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")
+            durable_replace(manifest.with_suffix(".original"), original, tmp_suffix=".tmp")
+        durable_replace(manifest, plan.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")
         done = plan
     LeaderEpochCheckpointFile([EpochEntry(*e) for e in plan.after]).write(path, tmp_suffix=names.TMP_FILE_SUFFIX)
     return done or plan
@@ -165,7 +165,7 @@ def restore_leader_epoch(manifest: Path) -> EpochAssignment:
     if hashlib.sha256(original).hexdigest() != a.original_sha256:
         raise ValueError(f"{manifest.with_suffix('.original')}: content differs from its manifest")
     if not path.exists() or path.read_bytes() != original:
-        atomic_write(path, original, tmp_suffix=names.TMP_FILE_SUFFIX)
+        durable_replace(path, original, tmp_suffix=names.TMP_FILE_SUFFIX)
     if a.original_mtime_ns is not None:
         os.utime(path, ns=(a.original_mtime_ns, a.original_mtime_ns))
     return a

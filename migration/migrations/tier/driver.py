@@ -58,7 +58,7 @@ from migration.audit.store import ReportStore
 from migration.formats import names
 from migration.formats.checkpoint_files import EpochEntry, segment_leader_epochs
 from migration.formats.errors import KafkaFormatError
-from migration.formats.fileio import atomic_write
+from migration.formats.fileio import durable_replace
 from migration.logdir.model import LogDir, Partition, scan_log_dir
 from migration.logdir.validate import validate_segment
 from migration.migrations.common.index_repair import ReplacementInFlight, rebuild_reasons, rebuild_segment_indexes
@@ -801,7 +801,7 @@ def finalize_tier(run_id: str) -> RunReport:
 
 
 def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
-    atomic_write(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records).encode("utf-8"),
+    durable_replace(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records).encode("utf-8"),
                  tmp_suffix=".tmp")
 
 

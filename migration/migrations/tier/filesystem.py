@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from migration.formats.fileio import atomic_write, fsync_dir
+from migration.formats.fileio import durable_replace, fsync_dir
 from migration.migrations.tier.store import (
     ObjectHead,
     ObjectNotFound,
@@ -138,7 +138,7 @@ class FileSystemObjectStore(ObjectStore):
         sidecar.parent.mkdir(parents=True, exist_ok=True)
         doc = {"version": SIDECAR_VERSION, "key": key, "content_type": content_type, "metadata": metadata,
                "file": {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns}}
-        atomic_write(sidecar, json.dumps(doc, sort_keys=True).encode("utf-8"), tmp_suffix=f".{uuid.uuid4().hex}.tmp")
+        durable_replace(sidecar, json.dumps(doc, sort_keys=True).encode("utf-8"), tmp_suffix=f".{uuid.uuid4().hex}.tmp")
 
     def _put(self, key: str, data: bytes, *, content_type: str, metadata: dict[str, str], crc: str) -> str | None:
         def write(fd: int) -> None:
@@ -154,7 +154,7 @@ class FileSystemObjectStore(ObjectStore):
         d.mkdir()
         doc = {"version": SIDECAR_VERSION, "key": key, "metadata": metadata,
                "initiated": datetime.now(UTC).isoformat()}
-        atomic_write(d / "upload.json", json.dumps(doc, sort_keys=True).encode("utf-8"), tmp_suffix=".tmp")
+        durable_replace(d / "upload.json", json.dumps(doc, sort_keys=True).encode("utf-8"), tmp_suffix=".tmp")
         return upload_id
 
     def _upload_dir(self, upload_id: str) -> Path:
@@ -165,7 +165,7 @@ class FileSystemObjectStore(ObjectStore):
 
     def _upload_part(self, key: str, upload_id: str, number: int, data: bytes, crc: str) -> tuple[str, str | None]:
         d = self._upload_dir(upload_id)
-        atomic_write(d / f"part-{number:05d}", data, tmp_suffix=".tmp")
+        durable_replace(d / f"part-{number:05d}", data, tmp_suffix=".tmp")
         return crc, None  # the part's CRC-32C serves as its ETag, checked again at completion
 
     def _complete_multipart(self, key: str, upload_id: str, parts: list[tuple[PartChecksum, str]]) -> None:

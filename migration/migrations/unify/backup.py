@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from migration.formats.fileio import atomic_write, fsync_dir
+from migration.formats.fileio import durable_replace, fsync_dir
 from migration.runtime.faults import fault_point
 
 BACKUP_SUBDIR = "unify-bootstrap"
@@ -41,7 +41,7 @@ def backup_file(src: Path, dest: Path) -> Path:
         dest = dest.with_name(f"{dest.name}.{hashlib.blake2b(data, digest_size=6).hexdigest()}")
     if not dest.exists() or dest.read_bytes() != data:
         make_dirs(dest.parent)
-        atomic_write(dest, data, tmp_suffix=".tmp")
+        durable_replace(dest, data, tmp_suffix=".tmp")
     if dest.read_bytes() != data:
         raise OSError(f"backup {dest} does not read back as {src}")
     return dest

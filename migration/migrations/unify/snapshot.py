@@ -3,7 +3,7 @@
 Kafka's ``FileRawSnapshotWriter`` writes ``<offset>-<epoch>-<random>.checkpoint.part``
 (``Snapshots.createTempFile``), fsyncs it, makes it read-only and moves it over the final name;
 at startup ``KafkaMetadataLog`` deletes every ``.checkpoint.part`` it finds (docs/formats.md
-§6.1). The shared ``atomic_write`` (``<name><suffix>`` temporary file) cannot produce that name,
+§6.1). The shared ``durable_replace`` (``<name><suffix>`` temporary file) cannot produce that name,
 and a temporary file Kafka does not recognise would stay in the partition directory after a
 crash, so the zero checkpoint has its own writer here.
 """

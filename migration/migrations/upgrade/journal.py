@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from migration.formats.digest import RecordDigest
-from migration.formats.fileio import atomic_write, fsync_dir
+from migration.formats.fileio import durable_replace, fsync_dir
 from migration.migrations.common.backup import BackupFile
 from migration.migrations.upgrade.rewrite import OutputSegment
 from migration.runtime.documents import RunDocument
@@ -106,4 +106,4 @@ def save_journal(run_dir: str | os.PathLike[str], journal: UnitJournal) -> None:
         fsync_dir(p.parent.parent)
     journal.updated_at = datetime.now(UTC)
     journal.version = UnitJournal.VERSION  # written in this kmigrate's form, whatever it was read from
-    atomic_write(p, journal.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")
+    durable_replace(p, journal.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")

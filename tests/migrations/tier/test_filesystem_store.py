@@ -95,12 +95,12 @@ def test_metadata_is_bound_to_the_file_it_describes(tmp_path, monkeypatch):
             raise OSError("crash before the sidecar")
         return real(path, *args, **kwargs)
 
-    real = filesystem.atomic_write
-    monkeypatch.setattr(filesystem, "atomic_write", crash_on_sidecar)
+    real = filesystem.durable_replace
+    monkeypatch.setattr(filesystem, "durable_replace", crash_on_sidecar)
     with pytest.raises(OSError, match="crash before the sidecar"):
         store._put("k.log", b"B" * 100, content_type="application/octet-stream",
                    metadata={SHA256_METADATA_KEY: "b" * 64}, crc="")
-    monkeypatch.setattr(filesystem, "atomic_write", real)
+    monkeypatch.setattr(filesystem, "durable_replace", real)
     assert (tmp_path / "k.log").read_bytes() == b"B" * 100
     head = store.head("k.log")
     assert head is not None and head.size == 100 and head.metadata == {}
