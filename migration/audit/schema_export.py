@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from migration.audit.model import RunReport
-from migration.audit.store import atomic_write_bytes
+from migration.audit.store import write_report_file
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
 SCHEMA_ID_BASE = "https://kmigrate.invalid/schemas/"
@@ -53,7 +53,7 @@ def write_all(out_dir: Path = SCHEMA_DIR, schemas: dict[str, type[BaseModel]] | 
     written = []
     for name, model in (SCHEMAS if schemas is None else schemas).items():
         path = out_dir / f"{name}.schema.json"
-        atomic_write_bytes(path, render(name, model).encode())
+        write_report_file(path, render(name, model).encode())
         written.append(path)
     return written
 

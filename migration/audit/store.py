@@ -9,7 +9,7 @@ caller (CLI, web endpoint) can make the store read or write outside it.
 from __future__ import annotations
 
 import os
-import tempfile
+import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from pydantic import BaseModel, Field, ValidationError
 
 from migration.audit.model import RUN_ID_RE, RunKind, RunReport, RunStatus
+from migration.formats.fileio import durable_mkdir, durable_replace
 
 if TYPE_CHECKING:
     from migration.audit.html import ReportLink
@@ -64,24 +65,11 @@ def default_report_root(home: Path | None = None) -> Path:
     return (home if home is not None else default_home()) / "reports"
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    # The rename is durable only once the directory entry is on disk.
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+def write_report_file(path: Path, data: bytes) -> None:
+    """One report file, durably (``fileio.durable_replace``), its directories created durably.
+    The temporary name is random: two tasks may write the same DAG run's report at once."""
+    durable_mkdir(path.parent)
+    durable_replace(path, data, tmp_path=path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp"), exclusive=True)
 
 
 class RunSummary(BaseModel):
@@ -194,7 +182,7 @@ class ReportStore:
             (SUMMARY_JSON, RunSummary.of(report).model_dump_json(indent=2).encode() + b"\n", "application/json")
         )
         for name, data, _ in files:
-            atomic_write_bytes(run_dir / name, data)
+            write_report_file(run_dir / name, data)
         for sink in self.sinks:
             for name, data, content_type in files:
                 sink.put(f"{report.run_id}/{name}", data, content_type)

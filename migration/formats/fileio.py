@@ -76,7 +76,7 @@ def durable_mkdir(path: StrPath) -> Path:
     return target
 
 
-def _write_all(fd: int, data_or_chunks: BytesLike | Iterable[BytesLike]) -> None:
+def write_all(fd: int, data_or_chunks: BytesLike | Iterable[BytesLike]) -> None:
     chunks: Iterable[BytesLike] = (
         (data_or_chunks,) if isinstance(data_or_chunks, bytes | bytearray | memoryview) else data_or_chunks
     )
@@ -128,7 +128,7 @@ def durable_replace(
             if callable(content):
                 content(fd)
             else:
-                _write_all(fd, content)
+                write_all(fd, content)
             if read_only:
                 os.fchmod(fd, 0o444)
             if times_ns is not None:
@@ -193,7 +193,7 @@ def write_and_fsync(path: StrPath, data: BytesLike | Iterable[BytesLike], *, exc
     flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
     fd = os.open(os.fspath(path), flags, 0o644)
     try:
-        _write_all(fd, data)
+        write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -16,7 +16,6 @@ Facts: docs/formats.md §6, §7.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 from collections.abc import Sequence
@@ -35,7 +34,7 @@ from migration.formats.control_records import (
 )
 from migration.formats.errors import CorruptCheckpointError, KafkaFormatError
 from migration.formats.file_records import iterate_batches
-from migration.formats.fileio import fsync_dir, write_and_fsync
+from migration.formats.fileio import durable_replace
 from migration.formats.layout import MAGIC_OFFSET
 from migration.formats.metadata_records import MetadataRecord, decode_metadata_record
 from migration.formats.model import MAGIC_V2, Compression, Record
@@ -237,13 +236,4 @@ def write_bootstrap_checkpoint(directory: str | os.PathLike[str], data: bytes) -
 
 
 def _write_then_rename(tmp: Path, final: Path, data: bytes, *, read_only: bool) -> None:
-    try:
-        write_and_fsync(tmp, data, exclusive=True)
-        if read_only:
-            os.chmod(tmp, 0o444)
-        os.replace(tmp, final)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(final.parent)
+    durable_replace(final, data, tmp_path=tmp, exclusive=True, read_only=read_only)

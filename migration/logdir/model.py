@@ -31,7 +31,7 @@ from migration.formats import names
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile, OffsetCheckpointFile
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import FileRecords
-from migration.formats.fileio import durable_replace
+from migration.formats.fileio import durable_mkdir, durable_replace
 from migration.formats.meta_properties import MetaProperties
 from migration.formats.model import MAGIC_V2
 from migration.formats.partition_metadata import PartitionMetadataFile
@@ -365,7 +365,7 @@ class LogDirLock:
         record = LockHolder(log_dir=str(self.log_dir.resolve()), pid=os.getpid(),
                             pid_start=process_start(os.getpid()), host=socket.gethostname(), **self.holder)
         hf = _holder_file(self.log_dir)
-        hf.parent.mkdir(parents=True, exist_ok=True)
+        durable_mkdir(hf.parent)
         durable_replace(hf, record.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")
         return True
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from migration.audit.model import RunReport, SessionInfo, UnitStatus
 from migration.formats import names
-from migration.formats.fileio import durable_replace
+from migration.formats.fileio import durable_mkdir, durable_replace
 from migration.runtime.runs import RunDir
 from migration.sessions import Budget, Outcome, PartitionFingerprint, RunPlan, SessionStore, fingerprint_partition_dir
 from migration.settings import out_dir
@@ -27,8 +27,7 @@ PLAN_FILE = "session-plan.json"
 
 
 def _belief_path(name: str, broker_id: int) -> Path:
-    d = out_dir() / "state" / "beliefs"
-    d.mkdir(parents=True, exist_ok=True)
+    d = durable_mkdir(out_dir() / "state" / "beliefs")
     return d / f"{name}-b{broker_id}.json"
 
 

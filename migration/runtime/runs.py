@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from migration.formats.fileio import durable_replace, fsync_dir
+from migration.formats.fileio import durable_mkdir, durable_replace
 from migration.runtime.documents import JobDocument, PrepareDocument, ResultsDocument
 from migration.runtime.engine import Unit
 from migration.settings import runs_dir, state_env
@@ -54,9 +54,7 @@ class RunDir:
     def __init__(self, run_id: str, root: str | os.PathLike[str] | None = None) -> None:
         self.run_id = run_id
         self.path = Path(root) if root is not None else runs_dir() / run_id
-        if not self.path.is_dir():
-            self.path.mkdir(parents=True, exist_ok=True)
-            fsync_dir(self.path.parent)  # the run dir's own name survives a crash too
+        durable_mkdir(self.path)  # runs/ and the run dir's own name survive a power cut too
 
     @property
     def job_path(self) -> Path:

@@ -59,6 +59,7 @@ from sqlalchemy import update as sa_update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
+from migration.formats.fileio import durable_mkdir
 from migration.sessions.errors import SessionBusyError, StaleRunError
 from migration.sessions.fingerprint import PartitionFingerprint
 from migration.sessions.models import (
@@ -133,7 +134,7 @@ def _make_engine(url: str) -> Engine:
                          "postgresql are supported (their transactions are serialized)")
     database = parsed.database
     if database and database != ":memory:" and not database.startswith("file:"):
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
+        durable_mkdir(Path(database).parent)
     engine = create_engine(url, connect_args={"timeout": 30})
 
     # pysqlite's own transaction handling defers BEGIN until the first write, so two runs could

@@ -12,7 +12,7 @@ from migration.audit.store import (
     ReportNotFound,
     ReportSink,
     ReportStore,
-    atomic_write_bytes,
+    write_report_file,
     default_report_root,
 )
 
@@ -87,13 +87,13 @@ def test_run_dir_rejects_escapes(tmp_path: Path, run_id: str) -> None:
 
 def test_atomic_write_keeps_old_file_on_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "r.json"
-    atomic_write_bytes(target, b"old")
+    write_report_file(target, b"old")
 
     def boom(*_a: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr("migration.audit.store.os.replace", boom)
+    monkeypatch.setattr("migration.formats.fileio.os.replace", boom)
     with pytest.raises(OSError, match="disk full"):
-        atomic_write_bytes(target, b"new")
+        write_report_file(target, b"new")
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]

@@ -59,8 +59,172 @@ def test_atomic_write_rejects_empty_suffix(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_fsync_dir(tmp_path: Path) -> None:
+def test_fsync_dir_fsyncs_the_directory_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(fileio.os, "fsync", spy)
     fsync_dir(tmp_path)
+    assert synced == [str(tmp_path)]
+    with pytest.raises(NotADirectoryError):
+        (tmp_path / "f").write_bytes(b"")
+        fsync_dir(tmp_path / "f")
+
+
+def _trace_durability(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Record, in order, what fileio does that matters to durability: fsyncs (by path), renames,
+    links, mkdirs and unlinks."""
+    ops: list[tuple[str, str]] = []
+    real_fsync, real_replace, real_link, real_mkdir, real_unlink = os.fsync, os.replace, os.link, os.mkdir, os.unlink
+
+    def fsync(fd: int) -> None:
+        ops.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(a: str, b: str) -> None:
+        real_replace(a, b)
+        ops.append(("rename", f"{Path(a).name}->{Path(b).name}"))
+
+    def link(a: str, b: str) -> None:
+        real_link(a, b)
+        ops.append(("link", f"{Path(a).name}->{Path(b).name}"))
+
+    def mkdir(p: str, *a: object) -> None:
+        real_mkdir(p, *a)  # type: ignore[arg-type]  # os.mkdir's mode passed through
+        ops.append(("mkdir", str(p)))
+
+    def unlink(p: str) -> None:
+        real_unlink(p)
+        ops.append(("unlink", Path(p).name))
+
+    for name, fn in (("fsync", fsync), ("replace", replace), ("link", link), ("mkdir", mkdir), ("unlink", unlink)):
+        monkeypatch.setattr(fileio.os, name, fn)
+    return ops
+
+
+def test_durable_replace_fsyncs_the_file_before_the_rename_and_the_directory_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ops = _trace_durability(monkeypatch)
+    steps: list[str] = []
+    durable_replace(tmp_path / "f", b"data", fault=steps.append)
+    assert ops == [("fsync", str(tmp_path / "f.tmp")), ("rename", "f.tmp->f"), ("fsync", str(tmp_path))]
+    assert steps == ["written", "renamed"]
+
+
+def test_durable_replace_from_a_temporary_elsewhere_fsyncs_both_directories(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "objects").mkdir()
+    ops = _trace_durability(monkeypatch)
+    durable_replace(tmp_path / "objects" / "k", lambda fd: os.write(fd, b"xyz"), tmp_path=tmp_path / "tmp" / "t1",
+                    exclusive=True)
+    assert (tmp_path / "objects" / "k").read_bytes() == b"xyz"
+    assert ops == [("fsync", str(tmp_path / "tmp" / "t1")), ("rename", "t1->k"),
+                   ("fsync", str(tmp_path / "objects")), ("fsync", str(tmp_path / "tmp"))]
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_durable_replace_no_clobber_links_and_never_replaces(tmp_path: Path) -> None:
+    durable_replace(tmp_path / "s", b"first", no_clobber=True)
+    with pytest.raises(FileExistsError):
+        durable_replace(tmp_path / "s", b"second", no_clobber=True)
+    assert (tmp_path / "s").read_bytes() == b"first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]  # no temporary name left either way
+
+
+def test_durable_replace_read_only_and_times_are_set_before_the_fsync(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[int, int]] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        st = os.fstat(fd)
+        seen.append((st.st_mode & 0o777, st.st_mtime_ns))
+        real(fd)
+
+    monkeypatch.setattr(fileio.os, "fsync", fsync)
+    durable_replace(tmp_path / "c", b"snap", read_only=True, times_ns=(1_000_000_000, 2_000_000_000))
+    assert seen[0] == (0o444, 2_000_000_000)
+    assert (tmp_path / "c").stat().st_mtime_ns == 2_000_000_000
+
+
+def test_durable_replace_exclusive_refuses_a_taken_temporary_name(tmp_path: Path) -> None:
+    (tmp_path / "x.part").write_bytes(b"someone else's")
+    with pytest.raises(FileExistsError):
+        durable_replace(tmp_path / "x", b"mine", tmp_path=tmp_path / "x.part", exclusive=True)
+    assert not (tmp_path / "x").exists()
+
+
+def test_durable_mkdir_makes_each_new_directory_durable_in_its_parent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "home").mkdir()
+    ops = _trace_durability(monkeypatch)
+    d = fileio.durable_mkdir(tmp_path / "home" / "backups" / "run-1" / "files")
+    assert d.is_dir()
+    home = tmp_path / "home"
+    assert ops == [("mkdir", str(home / "backups")), ("fsync", str(home)),
+                   ("mkdir", str(home / "backups" / "run-1")), ("fsync", str(home / "backups")),
+                   ("mkdir", str(home / "backups" / "run-1" / "files")), ("fsync", str(home / "backups" / "run-1"))]
+    ops.clear()
+    fileio.durable_mkdir(d)  # exists: nothing to do
+    assert ops == []
+
+
+def test_durable_link_and_unlink_fsync_the_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "f").write_bytes(b"1")
+    ops = _trace_durability(monkeypatch)
+    fileio.durable_link(tmp_path / "a" / "f", tmp_path / "b" / "f")
+    assert fileio.durable_unlink(tmp_path / "a" / "f", tmp_path / "a" / "missing") == 1
+    assert ops == [("link", "f->f"), ("fsync", str(tmp_path / "b")), ("unlink", "f"), ("fsync", str(tmp_path / "a"))]
+
+
+# What may still call the file system's durability primitives itself, and why. Everything else
+# goes through fileio (durable_replace, durable_mkdir, durable_link, durable_unlink, fsync_dir,
+# write_and_fsync, BackgroundWriter), so the rules of docs/architecture.md, "Durability", are
+# kept in one module.
+_ALLOWED_PRIMITIVES = {
+    # Kafka's replace protocol: several renames, then one fsync of the directory per step
+    ("migration/migrations/common/replace.py", "rename"),
+    # a backup hard link, or a copy fsynced by fileio.fsync_file; the caller fsyncs the directory
+    ("migration/migrations/common/backup.py", "link"),
+    # the unification's crash test leaves a half-written part file on disk on purpose
+    ("migration/migrations/unify/snapshot.py", "fsync"),
+    # Spark's own log directory: nothing reads it after a crash
+    ("migration/runtime/engine.py", "mkdir"),
+    # a dry run's throwaway store, removed when the unit ends
+    ("migration/migrations/tier/unit.py", "mkdtemp"),
+}
+_PRIMITIVES = {"fsync", "fdatasync", "replace", "rename", "renames", "link", "hardlink_to", "mkdir", "makedirs",
+               "mkstemp", "mkdtemp", "move", "symlink"}
+# Folders whose writes are not kmigrate's persisted state: the demo builds a sample cluster.
+_NOT_STATE = ("migration/demo/",)
+
+
+def test_every_persisted_file_and_directory_goes_through_fileio() -> None:
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for path in sorted((root / "migration").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == "migration/formats/fileio.py" or rel.startswith(_NOT_STATE):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), rel)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _PRIMITIVES:
+                owner = node.func.value
+                if node.func.attr in ("replace", "rename") and not (isinstance(owner, ast.Name) and owner.id == "os") \
+                        and len(node.args) != 1:
+                    continue  # str.replace(old, new), not os.replace or Path.replace(target)
+                if (rel, node.func.attr) not in _ALLOWED_PRIMITIVES:
+                    found.append(f"{rel}:{node.lineno} {ast.unparse(node.func)}")
+    assert not found, "persisted files and directories must go through migration/formats/fileio.py: " + \
+        "; ".join(found)
 
 
 @pytest.mark.parametrize(

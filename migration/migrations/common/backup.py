@@ -2,7 +2,7 @@
 
 Layout: ``<backup root>/<run id>/files/<unit id>/<file name>``, one manifest per unit in
 ``<backup root>/<run id>/manifests/<unit id>.json`` (units may run in parallel Spark tasks, so
-there is no shared file to race on) and, at finalize, ``backup-manifest.json`` joining them.
+there is no shared file to race on; a rollback lists the folder).
 Files are hard links where the filesystem allows (instant, no extra space: the replace only
 unlinks the log dir's name), copies otherwise; each entry records size, mtime, a checksum with
 its algorithm (BLAKE3 since manifest version 2; SHA-256 in version 1, still verified:
@@ -13,13 +13,13 @@ A unit's manifest also says where the unit lives (log dir, partition, offset ran
 rollback needs nothing else: not the run's journal, not even its run directory. Files a
 rollback finds in the way of the originals (data that is neither an original nor the run's
 output) are kept in ``<backup root>/<run id>/displaced/<unit id>/`` before they are replaced.
-Every document here is versioned and written durably (temporary file, fsync, rename,
-directory fsync).
+Every document here is versioned and written durably (``fileio.durable_replace``), and every
+directory and link is durable in its parent before the manifest that names it is written: a
+power cut after the log dir's replacement must never lose the only copy of the originals.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field, model_validator
 
-from migration.formats.fileio import durable_replace, fsync_dir
+from migration.formats.fileio import durable_mkdir, durable_replace, fsync_dir, fsync_file
 from migration.migrations.common.checksum import (
     CURRENT_FILE_CHECKSUM,
     FileChecksumAlgorithm,
@@ -40,7 +40,6 @@ from migration.runtime.documents import RunDocument
 MANIFESTS_DIR = "manifests"
 FILES_DIR = "files"
 DISPLACED_DIR = "displaced"
-BACKUP_MANIFEST = "backup-manifest.json"
 MANIFEST_VERSION = 2  # 2: checksums name their algorithm (BLAKE3); 1: ``sha256``; 0: no ``place``
 
 
@@ -102,23 +101,16 @@ def run_backup_dir(backup_root: str | os.PathLike[str], run_id: str) -> Path:
     return Path(backup_root) / run_id
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def link_or_copy(src: Path, dst: Path) -> bool:
     """Hard-link ``src`` to ``dst`` (True), or copy it with its times when linking is not
-    possible, e.g. across filesystems (False)."""
+    possible, e.g. across filesystems (False; the copy's data fsynced). The caller fsyncs
+    ``dst``'s directory once it has placed all its files."""
     try:
         os.link(src, dst)
         return True
     except OSError:
         shutil.copy2(src, dst)
-        _fsync_file(dst)
+        fsync_file(dst)
         return False
 
 
@@ -134,8 +126,8 @@ def backup_unit(
     manifest_path = root / MANIFESTS_DIR / f"{unit_id}.json"
     if manifest_path.exists():
         return _read_manifest(manifest_path), True
-    target.mkdir(parents=True, exist_ok=True)
-    manifest_path.parent.mkdir(parents=True, exist_ok=True)
+    durable_mkdir(target)
+    durable_mkdir(manifest_path.parent)
     ub = UnitBackup(version=MANIFEST_VERSION, unit_id=unit_id, partition_dir=str(partition_dir),
                     backup_dir=str(target), place=place)
     for name in file_names:
@@ -166,8 +158,7 @@ def keep_displaced(backup_root: str | os.PathLike[str], run_id: str, unit_id: st
                    file_names: list[str]) -> Path:
     """Link (or copy) files a rollback is about to replace into the run's backup, so that
     nothing found in a log dir is ever lost. Returns the directory."""
-    target = run_backup_dir(backup_root, run_id) / DISPLACED_DIR / unit_id
-    target.mkdir(parents=True, exist_ok=True)
+    target = durable_mkdir(run_backup_dir(backup_root, run_id) / DISPLACED_DIR / unit_id)
     for name in file_names:
         dst = target / name
         dst.unlink(missing_ok=True)
@@ -186,18 +177,6 @@ def verify_backup(ub: UnitBackup) -> list[str]:
         elif not f.matches(p):
             problems.append(f"{p}: content differs from the manifest")
     return problems
-
-
-def write_backup_manifest(backup_root: str | os.PathLike[str], run_id: str) -> Path | None:
-    root = run_backup_dir(backup_root, run_id)
-    mdir = root / MANIFESTS_DIR
-    if not mdir.is_dir():
-        return None
-    units = [json.loads(p.read_text()) for p in sorted(mdir.glob("*.json"))]
-    out = root / BACKUP_MANIFEST
-    durable_replace(out, json.dumps({"version": MANIFEST_VERSION, "run_id": run_id, "units": units},
-                                 indent=1).encode(), tmp_suffix=".tmp")
-    return out
 
 
 def drop_backups(backup_root: str | os.PathLike[str], run_id: str) -> int:

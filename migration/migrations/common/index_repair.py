@@ -53,7 +53,7 @@ from pydantic import BaseModel, Field
 from migration.formats import names
 from migration.formats.errors import CorruptIndexError, CorruptRecordError, KafkaFormatError, TruncatedError
 from migration.formats.file_records import FileRecords
-from migration.formats.fileio import fsync_dir
+from migration.formats.fileio import durable_replace, fsync_dir
 from migration.formats.index_builder import DEFAULT_INDEX_INTERVAL_BYTES, IndexBuilder
 from migration.formats.index_file import IndexFile
 from migration.formats.model import MAGIC_V2
@@ -204,26 +204,10 @@ def _read_entries(index_type: type[IndexFile], data: bytes, base_offset: int, pa
 
 
 def _install(path: Path, data: bytes, mtime_ns: int, atime_ns: int) -> None:
-    """``data`` as ``path``: written to ``<path>.cleaned``, mtime set, fsynced, renamed over
-    ``path`` (the caller fsyncs the directory). A failure removes the temporary file."""
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.utime(tmp, ns=(atime_ns, mtime_ns))
-            os.fsync(fd)  # data and inode (the mtime) durable before the rename
-        finally:
-            os.close(fd)
-        fault_point("index-repair-written")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    fault_point("index-repair-renamed")
+    """``data`` as ``path``, through ``<path>.cleaned`` (a name Kafka's loader deletes at
+    startup), its times set before the fsync (``fileio.durable_replace``)."""
+    durable_replace(path, data, tmp_suffix=TMP_SUFFIX, times_ns=(atime_ns, mtime_ns),
+                    fault=lambda step: fault_point(f"index-repair-{step}"))
 
 
 def _build(log: Path, base_offset: int, index_interval_bytes: int) -> tuple[OffsetIndex, TimeIndex, int, int, int]:

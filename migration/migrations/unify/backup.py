@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from migration.formats.fileio import durable_replace, fsync_dir
+from migration.formats.fileio import durable_mkdir, durable_replace, durable_unlink
 from migration.runtime.faults import fault_point
 
 BACKUP_SUBDIR = "unify-bootstrap"
@@ -25,14 +25,6 @@ def backup_dir(backup_root: Path, log_dir: Path, node_id: int | None) -> Path:
     return backup_root / BACKUP_SUBDIR / f"node-{node_id if node_id is not None else 'unknown'}-{key}"
 
 
-def make_dirs(path: Path) -> None:
-    """``mkdir -p`` whose new entries survive a crash (each parent fsynced)."""
-    missing = [p for p in (path, *path.parents) if not p.exists()]
-    path.mkdir(parents=True, exist_ok=True)
-    for p in reversed(missing):
-        fsync_dir(p.parent)
-
-
 def backup_file(src: Path, dest: Path) -> Path:
     """Copy ``src`` to ``dest`` durably and verify it; never overwrite a different backup
     (a different file at ``dest`` gets a sibling named by the content's hash)."""
@@ -40,7 +32,7 @@ def backup_file(src: Path, dest: Path) -> Path:
     if dest.exists() and dest.read_bytes() != data:
         dest = dest.with_name(f"{dest.name}.{hashlib.blake2b(data, digest_size=6).hexdigest()}")
     if not dest.exists() or dest.read_bytes() != data:
-        make_dirs(dest.parent)
+        durable_mkdir(dest.parent)
         durable_replace(dest, data, tmp_suffix=".tmp")
     if dest.read_bytes() != data:
         raise OSError(f"backup {dest} does not read back as {src}")
@@ -52,7 +44,6 @@ def retire(path: Path, dest: Path) -> Path:
     the directory). Returns where the copy is."""
     kept = backup_file(path, dest)
     fault_point("bootstrap-backed-up")
-    path.unlink()
-    fsync_dir(path.parent)
+    durable_unlink(path)
     fault_point("bootstrap-retired")
     return kept

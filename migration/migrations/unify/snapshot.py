@@ -3,20 +3,18 @@
 Kafka's ``FileRawSnapshotWriter`` writes ``<offset>-<epoch>-<random>.checkpoint.part``
 (``Snapshots.createTempFile``), fsyncs it, makes it read-only and moves it over the final name;
 at startup ``KafkaMetadataLog`` deletes every ``.checkpoint.part`` it finds (docs/formats.md
-§6.1). The shared ``durable_replace`` (``<name><suffix>`` temporary file) cannot produce that name,
-and a temporary file Kafka does not recognise would stay in the partition directory after a
-crash, so the zero checkpoint has its own writer here.
+§6.1). So the zero checkpoint goes through ``durable_replace`` with that temporary name: one
+that Kafka would not recognise would stay in the partition directory after a crash.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 from pathlib import Path
 
 from migration.formats import names
-from migration.formats.fileio import fsync_dir
+from migration.formats.fileio import durable_replace, fsync_dir, write_all
 from migration.formats.kraft_checkpoint import KRaftControlRecord, build_checkpoint
 from migration.migrations.unify.state import CheckpointRead, record_values
 from migration.runtime.faults import armed as faults_armed
@@ -52,36 +50,22 @@ def remove_partial_zero(mdir: Path) -> list[str]:
     return removed
 
 
-def _write_all(fd: int, view: memoryview) -> None:
-    while view:
-        view = view[os.write(fd, view):]
-
-
 def write_zero(mdir: Path, data: bytes) -> Path:
     """As Kafka's FileRawSnapshotWriter: ``<id>-<random>.checkpoint.part``, fsync, read-only,
-    atomic rename over the final name, fsync the dir."""
+    atomic rename over the final name, fsync the dir (``fileio.durable_replace``)."""
     final = mdir / names.ZERO_CHECKPOINT_FILE
     part = mdir / (f"{names.ZERO_CHECKPOINT_FILE[: -len(names.CHECKPOINT_FILE_SUFFIX)]}-"
                    f"{random.randrange(10**18)}{names.PARTIAL_CHECKPOINT_SUFFIX}")
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        try:
-            half = len(data) // 2
-            _write_all(fd, memoryview(data)[:half])
-            if faults_armed("zero-part-partial"):
-                os.fsync(fd)  # the half-written file is what a kill mid-write leaves on disk
-            fault_point("zero-part-partial")
-            _write_all(fd, memoryview(data)[half:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.chmod(part, 0o444)
-        fault_point("zero-part-written")
-        os.replace(part, final)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(part)
-        raise
-    fsync_dir(mdir)
+
+    def write(fd: int) -> None:
+        half = len(data) // 2
+        write_all(fd, memoryview(data)[:half])
+        if faults_armed("zero-part-partial"):
+            os.fsync(fd)  # the half-written file is what a kill mid-write leaves on disk
+        fault_point("zero-part-partial")
+        write_all(fd, memoryview(data)[half:])
+
+    durable_replace(final, write, tmp_path=part, exclusive=True, read_only=True,
+                    fault=lambda step: fault_point("zero-part-written") if step == "written" else None)
     fault_point("zero-renamed")
     return final

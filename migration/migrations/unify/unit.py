@@ -22,10 +22,10 @@ from typing import Any
 from migration.audit.model import Finding, UnitResult, UnitStatus, UnitType
 from migration.formats import names
 from migration.formats.digest import CURRENT_ALGORITHM
-from migration.formats.fileio import fsync_dir
+from migration.formats.fileio import durable_mkdir, durable_unlink
 from migration.formats.kraft_checkpoint import read_checkpoint
 from migration.logdir.model import LogDirLock, is_locked
-from migration.migrations.unify.backup import backup_dir, backup_file, make_dirs, retire
+from migration.migrations.unify.backup import backup_dir, backup_file, retire
 from migration.migrations.unify.options import UnifyOptions, UnifyUnitParams
 from migration.migrations.unify.snapshot import build_zero, remove_partial_zero, write_zero
 from migration.migrations.unify.state import (
@@ -174,7 +174,7 @@ def _unify_locked(log_dir: Path, opts: UnifyOptions, started: float) -> dict[str
         if not mdir.is_dir():
             # A static quorum that never started has no metadata partition yet; kafka-storage
             # format (KIP-1170) creates it with the zero checkpoint.
-            make_dirs(mdir)
+            durable_mkdir(mdir)
             actions.append(f"created {mdir}")
         write_zero(mdir, data)
         actions.append(f"wrote {zero_path} ({len(data)} bytes)")
@@ -187,8 +187,7 @@ def _unify_locked(log_dir: Path, opts: UnifyOptions, started: float) -> dict[str
                 write_zero(mdir, old_bytes)
                 actions.append("restored the previous zero checkpoint")
             else:
-                zero_path.unlink()
-                fsync_dir(mdir)
+                durable_unlink(zero_path)
                 actions.append("removed the unverified zero checkpoint")
             return done(UnitStatus.FAILED, errors=[_finding(p) for p in problems], input_format=FORMAT_BOOTSTRAP)
         kept = retire(boot_path, backup / names.BOOTSTRAP_CHECKPOINT_FILE)

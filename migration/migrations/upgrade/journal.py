@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from migration.formats.digest import RecordDigest
-from migration.formats.fileio import durable_replace, fsync_dir
+from migration.formats.fileio import durable_mkdir, durable_replace
 from migration.migrations.common.backup import BackupFile
 from migration.migrations.upgrade.rewrite import OutputSegment
 from migration.runtime.documents import RunDocument
@@ -101,9 +101,7 @@ def load_journal(run_dir: str | os.PathLike[str], unit_id: str) -> UnitJournal |
 
 def save_journal(run_dir: str | os.PathLike[str], journal: UnitJournal) -> None:
     p = journal_path(run_dir, journal.unit_id)
-    if not p.parent.is_dir():
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fsync_dir(p.parent.parent)
+    durable_mkdir(p.parent)
     journal.updated_at = datetime.now(UTC)
     journal.version = UnitJournal.VERSION  # written in this kmigrate's form, whatever it was read from
     durable_replace(p, journal.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")

@@ -36,7 +36,7 @@ from migration.formats import core, names
 from migration.formats.digest import RecordDigest, RecordDigester
 from migration.formats.errors import CorruptRecordError, KafkaFormatError, TruncatedError
 from migration.formats.file_records import Batch, FileRecords
-from migration.formats.fileio import BackgroundWriter
+from migration.formats.fileio import BackgroundWriter, write_and_fsync
 from migration.formats.index_builder import IndexBuilder
 from migration.formats.layout import KEY_SIZE_LENGTH
 from migration.formats.legacy import (
@@ -243,13 +243,6 @@ class Converter:
 # ---------------------------------------------------------------- output
 
 
-def _fsync_write(path: Path, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 class _SegmentWriter:
     """One output segment being written as ``.cleaned`` files. The ``.log`` is written, hashed
     and sent on to the disk by a thread of its own (fileio.BackgroundWriter) while the rewrite
@@ -310,8 +303,8 @@ class _SegmentWriter:
         offset_index, time_index = self.indexes.finish()
         index_path = self.directory / (self.index_name + names.CLEANED_FILE_SUFFIX)
         time_path = self.directory / (self.time_index_name + names.CLEANED_FILE_SUFFIX)
-        _fsync_write(index_path, offset_index.to_bytes())
-        _fsync_write(time_path, time_index.to_bytes())
+        write_and_fsync(index_path, offset_index.to_bytes(), exclusive=False)
+        write_and_fsync(time_path, time_index.to_bytes(), exclusive=False)
         # Kafka falls back to the .log mtime for retention when records carry no timestamp.
         for p in (self.path, index_path, time_path):
             os.utime(p, ns=(mtime_ns, mtime_ns))
@@ -372,7 +365,7 @@ def _write_txn_indexes(directory: Path, txn_path: Path, outputs: list[OutputSegm
     if len(outputs) == 1:
         name = outputs[0].files[0].replace(names.LOG_FILE_SUFFIX, names.TXN_INDEX_FILE_SUFFIX)
         target = directory / (name + names.CLEANED_FILE_SUFFIX)
-        _fsync_write(target, txn_path.read_bytes())
+        write_and_fsync(target, txn_path.read_bytes(), exclusive=False)
         os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
         outputs[0].files.append(name)
         return
@@ -388,7 +381,7 @@ def _write_txn_indexes(directory: Path, txn_path: Path, outputs: list[OutputSegm
         # The first output always gets one, so every file of the input has its replacement.
         name = names.txn_index_file_name(out.base_offset)
         target = directory / (name + names.CLEANED_FILE_SUFFIX)
-        _fsync_write(target, per[k].to_bytes() if k in per else b"")
+        write_and_fsync(target, per[k].to_bytes() if k in per else b"", exclusive=False)
         os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
         out.files.append(name)
 
