@@ -225,6 +225,8 @@ def upgrade_run_backup_root(command: str, run_id: str, *, backup_root: Path | No
         root = backup_root or _reported_backup_root(run_id) or default_backup_root()
         if (root / run_id / "manifests").is_dir():  # migrations/common/backup.py layout
             return str(root)
+    if run_dir.is_dir() and from_backups:
+        return str(root)  # started here, never changed a log dir: the rollback says so and succeeds
     if run_dir.is_dir():
         raise usage_error(command, f"run {run_id} in {runs} has no upgrade job (it was refused, or failed, "
                                    f"before it planned anything): nothing to {command}"

@@ -29,7 +29,7 @@ from migration.audit.model import (
 )
 from migration.audit.store import ReportStore
 from migration.formats import names
-from migration.migrations.common.backup import drop_backups, unit_backups, write_backup_manifest
+from migration.migrations.common.backup import drop_backups, run_backup_dir, unit_backups
 from migration.migrations.common.leader_epoch import (
     ASSIGNED_CODE,
     assignments,
@@ -59,7 +59,7 @@ from migration.runtime.safety import (
     check_not_live,
     holding_locks,
 )
-from migration.settings import default_backup_root
+from migration.settings import default_backup_root, runs_dir
 
 __all__ = [
     "Refused",
@@ -147,11 +147,9 @@ def finalize_upgrade(run_id: str, *, engine: str | None = None, plan: UpgradePla
         segments = [u for u in units if u.kind == UNIT_KIND]
         report.warn(f"dry run: {len(segments)} segment(s), {sum(u.size for u in units)} bytes to rewrite, "
                     f"expected {'growth' if growth >= 0 else 'shrinkage'} about {abs(growth)} bytes; nothing changed")
-    elif opts is not None:
-        path = write_backup_manifest(opts.backup_root, run_id)
-        if path is not None:
-            report.warn(f"originals kept in {path.parent} until 'kmigrate commit {run_id}' "
-                        f"(or 'kmigrate rollback {run_id}')")
+    elif opts is not None and unit_backups(opts.backup_root, run_id):
+        report.warn(f"originals kept in {run_backup_dir(opts.backup_root, run_id)} until 'kmigrate commit "
+                    f"{run_id}' (or 'kmigrate rollback {run_id}')")
     report.finish()
     ReportStore().save(report)
     return report
@@ -216,6 +214,8 @@ def rollback_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
     directory (job, journals), the backup manifests under ``backup_root`` (default: the
     default backup root) say what to restore."""
     report_id = new_run_id(RunKind.ROLLBACK)
+    run_path = runs_dir() / run_id
+    started_here = run_path.is_dir()  # looked at before RunDir, which creates it
     rd = RunDir(run_id)
     if rd.job_path.exists():
         units, opts = rd.read_job()
@@ -226,6 +226,16 @@ def rollback_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
             units = _units_from_backups(run_id, root)
         except (Refused, ValueError) as exc:
             return _refused_report(RunKind.ROLLBACK, report_id, str(exc), {"upgrade_run_id": run_id})
+        if not units and started_here:
+            # The job file is durable before the first unit touches a log dir, and a unit's
+            # backup before its first change: with neither, the run changed no log dir (it was
+            # refused, a dry run, or stopped, by a kill or a power cut, before its first unit).
+            report = RunReport.start(RunKind.ROLLBACK, {"upgrade_run_id": run_id}, run_id=report_id)
+            report.warn(f"run {run_id} never changed a log dir (no job file in {run_path}, no backups in "
+                        f"{root}): nothing to roll back")
+            report.finish()
+            ReportStore().save(report)
+            return report
         if not units:
             return _refused_report(RunKind.ROLLBACK, report_id, f"no upgrade job for run {run_id} in {rd.path.parent} "
                                    f"and no backups of it in {root}", {"upgrade_run_id": run_id})

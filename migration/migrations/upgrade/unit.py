@@ -253,6 +253,10 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
         save_journal(ctx.run_dir, j)
         return ctx.failed("record digest of the rewritten segment differs from the original; nothing replaced",
                           file=str(log), code="DIGEST_MISMATCH")
+    # The journal may say "cleaned" only once the .cleaned names are durable: a power cut could
+    # otherwise keep the journal and lose an index's .cleaned name, and the resume would swap
+    # the new .log in beside the original index (docs/architecture.md, "Durability").
+    fsync_dir(pdir)
     fault_point("cleaned")
     j.state = JournalState.CLEANED
     j.outputs = rr.outputs
