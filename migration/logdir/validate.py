@@ -56,6 +56,7 @@ from migration.formats.producer_snapshot import ProducerSnapshot
 from migration.formats.time_index import TimeIndex
 from migration.formats.transaction_index import TransactionIndex
 from migration.logdir.findings import Finding, FindingCode, Severity
+from migration.logdir.leftovers import loader_actions
 
 INT32_MAX = 2**31 - 1
 
@@ -376,13 +377,19 @@ def validate_partition_dir(path: str | os.PathLike[str], *, deep: bool = True,
     part = tp.name
     logs: list[int] = []
     snapshots: list[int] = []
-    for e in sorted(os.scandir(p), key=lambda e: e.name):
+    entries = sorted(os.scandir(p), key=lambda e: e.name)
+    # what the loader will do, when there is anything for it to do: named file by file
+    fates = loader_actions(p) if any(e.name.endswith(names.LEFTOVER_SUFFIXES) for e in entries) else {}
+    for e in entries:
         name = e.name
         if name.endswith(names.LEFTOVER_SUFFIXES):
             res.add("warning", FindingCode.LEFTOVER_FILE, e.path,
-                    "left by an interrupted replace, delete or checkpoint (Kafka resolves it at startup)",
-                    partition=part)
-        elif name.endswith(names.LOG_FILE_SUFFIX):
+                    "left by an interrupted replace, delete or write: "
+                    + fates.get(name, "Kafka resolves it at startup"), partition=part)
+            continue
+        if name in fates:  # a file a leftover swap will replace: still validated as it is now
+            res.add("warning", FindingCode.LEFTOVER_FILE, e.path, fates[name], partition=part)
+        if name.endswith(names.LOG_FILE_SUFFIX):
             logs.append(names.offset_from_file_name(name))
         elif name.endswith(names.PRODUCER_SNAPSHOT_FILE_SUFFIX):
             snapshots.append(names.offset_from_file_name(name))
