@@ -1,0 +1,237 @@
+"""Power loss during ``upgrade --to v2`` (issue 31): the run's system calls are recorded with
+strace and replayed on a model of the file system (tests/support/powerloss.py); every state
+a power cut could leave, under the ext4-ordered and the POSIX rules, is judged three ways, each
+on a fresh copy: Kafka's loader (every record exactly once, no segment or index problem), a
+re-run of the same job (finishes, records equal, validation clean, no leftover) and a rollback
+(every original back, byte for byte). Crashes during a re-run and during a rollback are
+recorded and judged the same way, and one Spark run. A last test shows the harness has teeth:
+with the directory fsyncs removed, the POSIX model finds failing states.
+
+The log dir is small on purpose (three partitions: v0 with wrappers, v1, v0 then v1; a
+segment split by the rewrite), so that each test judges its few hundred states in about a
+minute. The tree lives in /dev/shm when there is one: fsync is free there, and the judge's
+re-runs and rollbacks fsync a hundred times each.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kafka_loader import read_log_dir_records
+from support import powerloss as pl
+
+from migration.demo import sample_cluster as sample
+from migration.formats import names
+from migration.formats.checkpoint_files import OffsetCheckpointFile, TopicPartitionOffset
+from migration.formats.clean_shutdown import CleanShutdownFile
+from migration.formats.kafka_uuid import Uuid
+from migration.formats.meta_properties import MetaProperties
+from migration.migrations.upgrade.driver import UpgradeOptions
+
+ROOT = Path(__file__).resolve().parents[3]
+CRASH_JOB = Path(__file__).with_name("crash_job.py")
+RUN_ID = "power-loss"
+SOURCE_SEGMENT_BYTES = 8 * 1024
+SEGMENT_BYTES = 6 * 1024  # the rewrite splits the larger v1 segment
+OPTIONS = UpgradeOptions(target="v2", segment_bytes=SEGMENT_BYTES)
+# (topic, kind of _legacy_stream, records): 2 + 1 + 1 segments; seed 3 puts gzip, snappy and
+# lz4 wrappers in them.
+PARTITIONS = (("legacy-v0", "v0", 60), ("clicks-v1", "v1", 36), ("orders-upgraded", "upgraded", 30))
+SEED = 3
+
+
+def build_log_dir(log_dir: Path) -> None:
+    """A broker log dir from the sample cluster's generators, cleanly shut down."""
+    rng = random.Random(SEED)
+    values = sample._Values(rng)
+    log_dir.mkdir(parents=True)
+    ends = []
+    for topic, kind, n in PARTITIONS:
+        w = sample.PartitionWriter(log_dir / f"{topic}-0", SOURCE_SEGMENT_BYTES)
+        for data, first, nxt, mtime in sample._legacy_stream(kind, n, rng, values, sample.T0_MS):
+            w.append(data, first_offset=first, next_offset=nxt, mtime_s=mtime)
+        w.close()
+        ends.append(TopicPartitionOffset(topic, 0, w.next_offset))
+    for name in names.OFFSET_CHECKPOINT_FILES:
+        OffsetCheckpointFile([] if name == names.CLEANER_OFFSET_CHECKPOINT_FILE else ends).write(log_dir / name)
+    MetaProperties(version=1, cluster_id=sample.CLUSTER_ID, node_id=1,
+                   directory_id=Uuid.from_bytes(rng.randbytes(16))).write(log_dir / names.META_PROPERTIES_FILE)
+    (log_dir / names.LOCK_FILE).touch()
+    CleanShutdownFile(broker_epoch=101).write(log_dir / names.CLEAN_SHUTDOWN_FILE)
+
+
+@dataclass
+class Run:
+    """A traced run and what its states are judged against."""
+
+    root: Path
+    log_dir: Path
+    scratch: Path
+    env: dict[str, str]
+    recording: pl.Recording
+    states: list[pl.CrashState]
+    expected: dict[str, list[tuple]]
+    original: dict[str, bytes]
+
+    def judge(self, recording: pl.Recording | None = None, checks: tuple[str, ...] = ("loader", "rerun", "rollback"),
+              ) -> pl.UpgradeJudge:
+        return pl.UpgradeJudge(recording or self.recording, self.log_dir, self.scratch, RUN_ID, OPTIONS,
+                               self.expected, self.original, checks)
+
+
+def _env(root: Path) -> dict[str, str]:
+    env = dict(os.environ, KMIGRATE_HOME=str(root / "home"), PYTHONPATH=str(ROOT), KMIGRATE_PROJECT_ROOT=str(ROOT))
+    for key in ("KMIGRATE_OUT", "KMIGRATE_REPORT_ROOT", "KMIGRATE_BACKUP_ROOT", "KMIGRATE_FAULT_AT"):
+        env.pop(key, None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Iterator[Path]:
+    shm = Path("/dev/shm")
+    base = Path(tempfile.mkdtemp(prefix="kmigrate-power-loss-", dir=shm)) if os.access(shm, os.W_OK) else \
+        tmp_path_factory.mktemp("power-loss")
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def home_inside_root(monkeypatch, workdir, private_out) -> None:
+    """The judge's in-process runs see the traced run's home (the backup root under it)."""
+    for key, value in _env(workdir / "root").items():
+        if key.startswith("KMIGRATE"):
+            monkeypatch.setenv(key, value)
+    for key in ("KMIGRATE_OUT", "KMIGRATE_REPORT_ROOT", "KMIGRATE_BACKUP_ROOT", "KMIGRATE_FAULT_AT"):
+        monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture(scope="module")
+def inline_run(workdir) -> Run:
+    root = workdir / "root"
+    scratch = workdir / "scratch"
+    scratch.mkdir()
+    root.mkdir()
+    log_dir = root / "kafka-logs"
+    build_log_dir(log_dir)
+    expected = read_log_dir_records(log_dir)
+    env = _env(root)
+    rec = pl.record([sys.executable, str(CRASH_JOB), RUN_ID, "v2", str(SEGMENT_BYTES), str(log_dir)], root,
+                    env=env, cwd=scratch)
+    assert rec.returncode == 0, rec.stderr[-3000:]
+    return Run(root, log_dir, scratch, env, rec, rec.crash_states(), expected, rec.initial.files("kafka-logs"))
+
+
+def _assert_no_failures(run: Run, recording: pl.Recording, states: list[pl.CrashState], judge, title: str) -> None:
+    t0 = time.monotonic()
+    failures = pl.judge_states(recording, states, judge)
+    elapsed = time.monotonic() - t0
+    print(f"{title}: {len(states)} states judged in {elapsed:.1f}s, {len(failures)} fail")
+    assert not failures, pl.report(recording, failures, len(states), title=title)
+
+
+def _mid_run(run: Run) -> pl.CrashState:
+    """A state in the middle of a replacement, past half of the run: a unit's originals are
+    renamed ``.deleted`` while its new files are ``.swap``."""
+    half = len(run.recording.ops) // 2
+
+    def mid(st: pl.CrashState) -> bool:
+        files = st.names("kafka-logs")
+        return st.point >= half and any(n.endswith(".deleted") for n in files) and any(
+            n.endswith(".swap") for n in files)
+
+    return run.recording.state_where(pl.EXT4, mid)
+
+
+def test_power_loss_during_the_upgrade(inline_run) -> None:
+    run = inline_run
+    assert len(run.recording.ops) > 100 and any(st.model == pl.POSIX for st in run.states)
+    _assert_no_failures(run, run.recording, run.states, run.judge(), "power loss during upgrade --to v2")
+
+
+def test_power_loss_during_a_rerun(inline_run) -> None:
+    run = inline_run
+    start = _mid_run(run)
+    pl.materialize(start, run.root)
+    rec = pl.record([sys.executable, str(CRASH_JOB), RUN_ID, "v2", str(SEGMENT_BYTES), str(run.log_dir)], run.root,
+                    env=run.env, cwd=run.scratch)
+    assert rec.returncode == 0, rec.stderr[-3000:]
+    states = rec.crash_states()
+    _assert_no_failures(run, rec, states, run.judge(rec),
+                        f"power loss during a re-run started from {start.label()}")
+
+
+def test_power_loss_during_a_rollback(inline_run) -> None:
+    run = inline_run
+    start = _mid_run(run)
+    pl.materialize(start, run.root)
+    script = textwrap.dedent(f"""
+        import sys
+        from migration.migrations.upgrade.driver import rollback_run
+        sys.exit(rollback_run({RUN_ID!r}).exit_code())
+    """)
+    rec = pl.record(pl.python_script(script, run.scratch / "rollback.py"), run.root, env=run.env, cwd=run.scratch)
+    assert rec.returncode == 0, rec.stderr[-3000:]
+    assert pl.tree_files(run.log_dir) == run.original
+    states = rec.crash_states()
+    # Every state loads with every record once, and a second rollback finishes the first.
+    _assert_no_failures(run, rec, states, run.judge(rec, ("loader", "rollback")),
+                        f"power loss during a rollback started from {start.label()}")
+
+
+def test_the_harness_finds_missing_directory_fsyncs(inline_run) -> None:
+    """The same upgrade with every fsync of a directory made a no-op: the POSIX model must find
+    states that fail (the ext4-ordered model cannot: it keeps entries without fsyncs)."""
+    run = inline_run
+    pl.materialize(run.recording.initial, run.root)
+    wrapper = textwrap.dedent(f"""
+        import os, runpy, stat, sys
+        real_fsync = os.fsync
+        def fsync(fd):
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                return  # the directory's entries stay in the page cache
+            real_fsync(fd)
+        os.fsync = fsync
+        sys.argv = [{str(CRASH_JOB)!r}, *sys.argv[1:]]
+        runpy.run_path({str(CRASH_JOB)!r}, run_name="__main__")
+    """)
+    argv = pl.python_script(wrapper, run.scratch / "no_dir_fsync.py")
+    rec = pl.record([*argv, RUN_ID, "v2", str(SEGMENT_BYTES), str(run.log_dir)], run.root, env=run.env,
+                    cwd=run.scratch)
+    assert rec.returncode == 0, rec.stderr[-3000:]
+    assert not [op for op in rec.ops if op.kind == "fsync" and rec.kind[op.inode] == "d"]
+    last = range(len(rec.ops) - 40, len(rec.ops) + 1)
+    posix = [st for st in rec.crash_states((pl.POSIX,), points=last) if st.lost]
+    # Late states first: by then a replacement is complete and everything rests on entries.
+    failures = pl.judge_states(rec, reversed(posix), run.judge(rec), stop_at_first=True)
+    assert failures, "no POSIX crash state fails although no directory is ever fsynced"
+    print(pl.report(rec, failures, len(posix), title="without directory fsyncs (expected to fail)"))
+
+
+@pytest.mark.slow
+def test_power_loss_during_a_spark_upgrade(inline_run) -> None:
+    """``--engine spark --master local[2]``: the units run in Spark's Python workers (forked
+    by its daemon), traced with the JVM; the states are judged with inline re-runs."""
+    run = inline_run
+    pl.materialize(run.recording.initial, run.root)
+    script = textwrap.dedent(f"""
+        import sys
+        from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade
+        report = execute_upgrade([{str(run.log_dir)!r}], options=UpgradeOptions.model_validate_json(
+            {OPTIONS.model_dump_json()!r}), engine="spark", master="local[2]", run_id={RUN_ID!r})
+        sys.exit(report.exit_code())
+    """)
+    rec = pl.record(pl.python_script(script, run.scratch / "spark_job.py"), run.root, env=run.env, cwd=run.scratch)
+    assert rec.returncode == 0, rec.stderr[-3000:]
+    assert any(op.pid != rec.ops[0].pid for op in rec.ops), "no file operation came from a Spark worker"
+    states = rec.crash_states()
+    _assert_no_failures(run, rec, states, run.judge(rec, ("loader", "rerun")), "power loss during a Spark upgrade")
