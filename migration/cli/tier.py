@@ -99,7 +99,8 @@ def tier_prepare(
 
     from migration.audit.model import RunKind, UnitStatus, new_run_id
     from migration.cli.common import console, err_console
-    from migration.migrations.tier.driver import TierOptions, describe_invalid_options, execute_tier
+    from migration.migrations.tier.driver import execute_tier
+    from migration.migrations.tier.options import TierOptions, describe_invalid_options
     from migration.migrations.tier.store import StoreArgumentError
 
     check_paths("tier-prepare", log_dirs, Need.BROKER_LOG_DIR)

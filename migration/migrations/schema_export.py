@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from migration.audit import schema_export
 from migration.migrations.common.backup import UnitBackup
 from migration.migrations.common.leader_epoch import EpochAssignment
-from migration.migrations.tier.driver import TierPrepare
+from migration.migrations.tier.plan import TierPrepare
 from migration.migrations.unify.plan import UnifyPrepare
 from migration.migrations.upgrade.journal import UnitJournal
 from migration.migrations.upgrade.plan import UpgradePrepare

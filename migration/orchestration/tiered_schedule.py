@@ -13,17 +13,9 @@ from migration.audit.model import RunKind, RunReport
 from migration.audit.store import ReportStore
 from migration.formats import names
 from migration.migrations.tier import layout
-from migration.migrations.tier.driver import (
-    PartitionParams,
-    TierOptions,
-    TierPrepare,
-    check_store,
-    describe_invalid_options,
-    finalize_tier,
-    open_store,
-    prepare_tier,
-    record_store_error,
-)
+from migration.migrations.tier.driver import check_store, finalize_tier, record_store_error
+from migration.migrations.tier.options import TierOptions, describe_invalid_options, open_store
+from migration.migrations.tier.plan import PartitionParams, TierPrepare, prepare_tier
 from migration.migrations.tier.s3 import S3ReportSink, s3_settings_from_airflow_connection
 from migration.migrations.tier.store import StoreArgumentError, StoreUnavailable
 from migration.orchestration.common import dag_params, load_cluster, merge_reports, run_id_for

@@ -12,8 +12,10 @@ import pytest
 
 from migration.audit.model import UnitStatus
 from migration.migrations.tier import filesystem
-from migration.migrations.tier.driver import DRY_RUN_STORE, TierOptions, execute_tier
+from migration.migrations.tier.driver import execute_tier
 from migration.migrations.tier.filesystem import FileSystemObjectStore, root_from_url
+from migration.migrations.tier.options import TierOptions
+from migration.migrations.tier.plan import DRY_RUN_STORE
 from migration.migrations.tier.store import (
     SHA256_METADATA_KEY,
     ChecksumMismatch,

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from migration.migrations.tier.driver import TierOptions, execute_tier
+from migration.migrations.tier.driver import execute_tier
+from migration.migrations.tier.options import TierOptions
 from migration.migrations.tier.store import StoreArgumentError
 
 from .conftest import FAKE_ACCESS_KEY, FAKE_SECRET_KEY

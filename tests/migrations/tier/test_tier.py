@@ -21,7 +21,8 @@ from migration.formats import names
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 from migration.formats.kafka_uuid import Uuid, uuid_from_name
 from migration.formats.producer_snapshot import ProducerSnapshot
-from migration.migrations.tier.driver import JSONL_NAME, TierOptions, execute_tier
+from migration.migrations.tier.driver import JSONL_NAME, execute_tier
+from migration.migrations.tier.options import TierOptions
 
 from .conftest import FAKE_SECRET_KEY
 
@@ -332,7 +333,8 @@ def test_server_killed_mid_upload_then_restarted(sample_cluster, s3, monkeypatch
 CRASHING_RUN = textwrap.dedent("""
     import json, os, sys
     from migration.migrations.tier import store as hook
-    from migration.migrations.tier.driver import TierOptions, execute_tier
+    from migration.migrations.tier.driver import execute_tier
+    from migration.migrations.tier.options import TierOptions
     crash_on, crash_at = sys.argv[1], int(sys.argv[2])
     seen = {"n": 0}
     original = hook.ObjectStore._count
