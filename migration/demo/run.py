@@ -57,7 +57,7 @@ TIER_PREFIX = "tiered/"
 VERDICTS: list[tuple[str, str, str]] = []
 # Fake credentials for the local moto server only; never printed.
 DEMO_ACCESS_KEY = "demo-access-key"
-DEMO_SECRET_KEY = "demo-secret-key-not-real"  # noqa: S105
+DEMO_SECRET_KEY = "demo-secret-key-not-real"
 
 
 def _free_port() -> int:
@@ -201,7 +201,7 @@ def main() -> int:
     return 0
 
 
-def _tiered(sc, logs: Path) -> list[str]:  # noqa: ANN001 - SampleCluster
+def _tiered(sc, logs: Path) -> list[str]:
     from pydantic import SecretStr
 
 
@@ -218,7 +218,7 @@ def _tiered(sc, logs: Path) -> list[str]:  # noqa: ANN001 - SampleCluster
             try:
                 s3.list_buckets()
                 break
-            except Exception:  # noqa: BLE001 - server still starting
+            except Exception:
                 time.sleep(0.1)
         s3.create_bucket(Bucket=DEMO_BUCKET)
         console.print(f"moto server on {endpoint}, bucket {DEMO_BUCKET}")
@@ -266,7 +266,7 @@ if __name__ == "__main__":
 LEGACY_TOPICS = ("legacy-v0", "clicks-v1", "orders-upgraded")
 
 
-def _check_legacy_manifests(s3, objects: list[dict], sc) -> list[str]:  # noqa: ANN001 - boto3 client, SampleCluster
+def _check_legacy_manifests(s3, objects: list[dict], sc) -> list[str]:
     """Every partition of the legacy topics is in the bucket, each of its manifests with leader
     epoch 0 in ``segmentLeaderEpochs``; says so, or names what is missing."""
     manifests = [o["Key"] for o in objects if o["Key"].endswith(layout.MANIFEST_SUFFIX)]

@@ -534,7 +534,7 @@ class LogDump:
                 text = f"{shown}: cannot read: {exc.strerror or exc}"
                 yield DumpLine(f"error: {text}", {"entry": "error", "file": shown, "kind": "io error",
                                                   "message": text}, err=True)
-            except Exception as exc:  # noqa: BLE001 - an operator gets a line, never a traceback
+            except Exception as exc:
                 self.errors += 1
                 text = f"{shown}: unexpected {type(exc).__name__} while dumping: {exc}"
                 yield DumpLine(f"error: {text}", {"entry": "error", "file": shown, "kind": "internal error",

@@ -47,7 +47,7 @@ def fingerprints(log_dirs: list[str]) -> list[PartitionFingerprint]:
                     continue
                 try:
                     tp = names.parse_partition_dir_name(e.name)
-                except Exception:  # noqa: BLE001 - not a partition dir
+                except Exception:
                     continue
                 if tp.kind != names.PartitionDirKind.LIVE:
                     continue

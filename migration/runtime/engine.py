@@ -189,7 +189,7 @@ class InlineEngine:
         return out
 
 
-def spark_session(master: str | None = None, app_name: str = "kmigrate"):  # noqa: ANN201 - pyspark optional
+def spark_session(master: str | None = None, app_name: str = "kmigrate"):
     """The active Spark session, or a new one on ``master`` (default: ``$KMIGRATE_SPARK_MASTER``
     or ``local[*]``). Spark's Python workers run this same interpreter."""
     from pyspark.sql import SparkSession

@@ -73,7 +73,7 @@ def test_a_cache_that_cannot_be_read_is_no_cache(report: RunReport, tmp_path: Pa
     cache = report_html._CompiledTemplateCache(str(tmp_path))
     _env(cache).get_template("report.html.j2")  # an entry is written
 
-    def unreadable(self, bucket) -> None:  # noqa: ANN001
+    def unreadable(self, bucket) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(FileSystemBytecodeCache, "load_bytecode", unreadable)

@@ -98,7 +98,7 @@ def _seconds_of(label: str) -> float:
     return int(m[1] or 0) * 3600 + int(m[2]) * 60 + float(m[3])
 
 
-def assert_axis(labels: list[str], value_of, top: float) -> None:  # noqa: ANN001 - label parser
+def assert_axis(labels: list[str], value_of, top: float) -> None:
     assert labels, "no axis labels"
     assert len(set(labels)) == len(labels), f"repeated labels: {labels}"
     values = [value_of(label) for label in labels]

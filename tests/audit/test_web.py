@@ -284,7 +284,7 @@ def test_plugin_links_reports_under_their_dag_run(tmp_path: Path, monkeypatch: p
     assert client.get(tab + "/reports/..%2F..%2Fetc%2Fpasswd").status_code in (400, 404)
 
 
-def _plugin_module():  # noqa: ANN202 - the plugin file, loaded as Airflow loads it
+def _plugin_module():
     import importlib.util
 
     path = Path(__file__).resolve().parents[2] / "plugins" / "kmigrate_reports.py"

@@ -17,7 +17,7 @@ from migration.logdir.leftovers import loader_actions
 from migration.logdir.validation import validate_paths
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "migrations" / "upgrade"))
-from kafka_loader import simulate_startup  # noqa: E402 - a plain helper module of the upgrade tests
+from kafka_loader import simulate_startup
 
 
 def _segment(base: int, count: int) -> bytes:

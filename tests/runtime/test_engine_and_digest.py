@@ -66,7 +66,7 @@ def test_a_kind_is_registered_once():
         unit_kinds(UnitKind("k", NoParams, echo_unit), UnitKind("k", NoParams, echo_unit))
 
 
-def _spark_echo(spark):  # noqa: ANN001, ANN202
+def _spark_echo(spark):
     """The echo unit function as executors import it: a top-level module shipped with addPyFile
     (the function travels by module and name)."""
     import importlib

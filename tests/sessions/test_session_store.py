@@ -257,7 +257,7 @@ def test_failed_outcome_reason_is_stored_short(store: SessionStore) -> None:
     fps = fleet(1)
     plan = store.begin_run("dag", 1, "r1", believed_epoch=None, fingerprints=fps, budget=None)
     store.finish_run(plan, {fps[0].key: Outcome.failed("boom " * 1000)})
-    with store._engine.begin() as conn:  # noqa: SLF001 - inspect what was stored
+    with store._engine.begin() as conn:
         row = conn.execute(select(partition_table)).one()
     assert row.outcome == "failed" and row.outcome_run_id == "r1" and row.outcome_epoch == 1
     assert len(row.outcome_reason) <= 500 and row.seen_digest is None and row.failures == 1
@@ -593,13 +593,13 @@ def test_crash_mid_commit_leaves_the_previous_state(store: SessionStore, monkeyp
     first = run(store, fps, None)
     changed = fleet(5, size=7)
     plan = store.begin_run("dag", 1, "r2", believed_epoch=first.epoch, fingerprints=changed, budget=None)
-    original = store_module._PartitionWrites.execute  # noqa: SLF001
+    original = store_module._PartitionWrites.execute
 
     def crash(self: object, conn: object, session_id: str) -> None:
         original(self, conn, session_id)  # the partition rows are written ...
         raise RuntimeError("power cut")  # ... and the process dies before the session row
 
-    monkeypatch.setattr(store_module._PartitionWrites, "execute", crash)  # noqa: SLF001
+    monkeypatch.setattr(store_module._PartitionWrites, "execute", crash)
     with pytest.raises(RuntimeError, match="power cut"):
         store.finish_run(plan, all_ok(plan))
     monkeypatch.undo()

@@ -33,11 +33,11 @@ def _next_offset(log: Path) -> int:
     return (last + 1) if last is not None else (_offset(log.name) or 0)
 
 
-def _legacy_last(batch) -> int:  # noqa: ANN001 - kafka-python LegacyRecordBatch
+def _legacy_last(batch) -> int:
     return batch._offset  # a legacy entry's offset is its last offset
 
 
-def _batches(data: bytes):  # noqa: ANN202
+def _batches(data: bytes):
     mr = MemoryRecords(data)
     while mr.has_next():
         b = mr.next_batch()

@@ -31,11 +31,11 @@ def test_the_journal_says_cleaned_only_after_the_cleaned_names_are_durable(log_d
     events: list[tuple[str, str]] = []
     real_fsync_dir, real_save = fileio.fsync_dir, journal_module.save_journal
 
-    def fsync_dir(path) -> None:  # noqa: ANN001 - fileio's StrPath
+    def fsync_dir(path) -> None:
         events.append(("fsync", str(Path(path))))
         real_fsync_dir(path)
 
-    def save_journal(run_dir, j) -> None:  # noqa: ANN001
+    def save_journal(run_dir, j) -> None:
         cleaned = sorted(p.name for p in Path(j.partition_dir).glob("*.cleaned"))
         events.append((f"journal {j.state.value}", f"{j.partition_dir}|{','.join(cleaned)}"))
         real_save(run_dir, j)

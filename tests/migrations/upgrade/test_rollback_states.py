@@ -31,7 +31,7 @@ def _crash(log_dir: Path, run_id: str, fault: str, segment_bytes: int = SEGMENT_
     assert proc.returncode == -signal.SIGKILL, f"fault point not reached: rc {proc.returncode}\n{proc.stderr}"
 
 
-def _problems(report) -> list:  # noqa: ANN001
+def _problems(report) -> list:
     return [(u.path, [e.message for e in u.errors]) for *_, u in report.problem_units()]
 
 

@@ -25,14 +25,14 @@ from migration.logdir.model import LockHolder, LockState, _holder_file, lock_sta
 from migration.runtime.safety import Refused, check_not_live
 
 
-def _kmigrate(args: list[str], out: Path, **kw) -> subprocess.CompletedProcess[str]:  # noqa: ANN003
+def _kmigrate(args: list[str], out: Path, **kw) -> subprocess.CompletedProcess[str]:
     env = os.environ | {"KMIGRATE_OUT": str(out), "KMIGRATE_REPORT_ROOT": str(out / "reports"),
                         "KMIGRATE_BACKUP_ROOT": str(out / "backups"), "PYTHONPATH": str(Path.cwd()), "COLUMNS": "200"}
     return subprocess.run([sys.executable, "-m", "migration", *args], env=env, capture_output=True, text=True,
                           timeout=180, **kw)
 
 
-def _wait(cond, timeout: float = 60.0) -> None:  # noqa: ANN001
+def _wait(cond, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < deadline, "timed out"

@@ -23,7 +23,7 @@ def _sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
-def _repairs(report) -> dict[str, str]:  # noqa: ANN001
+def _repairs(report) -> dict[str, str]:
     return {u.unit: w.message for *_, u in report.iter_units() for w in u.warnings if w.code == "INDEX_REBUILT"}
 
 
