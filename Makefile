@@ -20,7 +20,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 test fuzz bench: export KMIGRATE_HOME :=
 test fuzz: export XDG_STATE_HOME := $(CURDIR)/out/test-state
 
-.PHONY: all venv airflow-home kafka-tools test imports demo ui bench lint clean schemas fuzz
+.PHONY: all venv airflow-home kafka-tools system-tools test imports demo ui bench lint clean schemas fuzz
 
 all: test
 
@@ -52,12 +52,25 @@ KAFKA_VERSIONS := $(sort $(patsubst tools/kafka/%/pom.xml,%,$(wildcard tools/kaf
 kafka-tools:
 	@for v in $(KAFKA_VERSIONS); do tools/kafka/fetch.sh $$v || exit 1; done
 
+# Debian packages the tests drive (headless Chromium for the report pages, strace for the
+# power-loss test): installed with apt-get when one is missing (as root, as on the project's
+# machines and CI), a no-op when all are there. Elsewhere it names what to install and stops.
+SYSTEM_TOOLS := /usr/bin/chromium:chromium /usr/bin/strace:strace
+system-tools:
+	@missing=""; for t in $(SYSTEM_TOOLS); do [ -x "$${t%%:*}" ] || missing="$$missing $${t#*:}"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "make system-tools: install$$missing (apt-get, as root)"; exit 1; fi; \
+	  echo "installing$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq >/dev/null && apt-get install -y -qq$$missing >/dev/null || exit 1; \
+	fi
+
 # The import contract (pyproject.toml [tool.importlinter]: the layers of docs/architecture.md)
 # runs first: a violation fails the suite.
 # Two pytest-xdist workers, each taking the next test when it is free (TEST_WORKERS=0 runs the
 # suite in one process; tests/conftest.py says why the tests can run side by side).
 TEST_WORKERS ?= 2
-test: venv airflow-home imports kafka-tools
+test: venv airflow-home imports kafka-tools system-tools
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 imports: venv
