@@ -32,7 +32,7 @@ from pydantic import Field
 
 from migration.formats import names
 from migration.formats.checkpoint_files import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
-from migration.formats.fileio import durable_replace, fsync_dir
+from migration.formats.fileio import durable_mkdir, durable_replace, durable_unlink, fsync_file
 from migration.runtime.documents import RunDocument
 
 ASSIGNED_EPOCH = 0
@@ -128,7 +128,7 @@ def assign_leader_epoch(partition_dir: Path, *, backup_dir: Path | None = None) 
     path = partition_dir / names.LEADER_EPOCH_CHECKPOINT_FILE
     if manifest is not None and done is None:
         assert backup_dir is not None
-        backup_dir.mkdir(parents=True, exist_ok=True)
+        durable_mkdir(backup_dir)
         if path.exists():
             original = path.read_bytes()
             plan.original_mtime_ns = path.stat().st_mtime_ns
@@ -157,15 +157,16 @@ def restore_leader_epoch(manifest: Path) -> EpochAssignment:
     a = read_assignment(manifest)
     path = Path(a.partition_dir) / names.LEADER_EPOCH_CHECKPOINT_FILE
     if a.before is None:
-        if path.exists():
-            path.unlink()
-            fsync_dir(path.parent)
+        durable_unlink(path)
         return a
     original = manifest.with_suffix(".original").read_bytes()
     if hashlib.sha256(original).hexdigest() != a.original_sha256:
         raise ValueError(f"{manifest.with_suffix('.original')}: content differs from its manifest")
+    times = None if a.original_mtime_ns is None else (a.original_mtime_ns, a.original_mtime_ns)
     if not path.exists() or path.read_bytes() != original:
-        durable_replace(path, original, tmp_suffix=names.TMP_FILE_SUFFIX)
-    if a.original_mtime_ns is not None:
-        os.utime(path, ns=(a.original_mtime_ns, a.original_mtime_ns))
+        # the mtime set before the fsync, so it is as durable as the bytes
+        durable_replace(path, original, tmp_suffix=names.TMP_FILE_SUFFIX, times_ns=times)
+    elif times is not None and path.stat().st_mtime_ns != times[1]:
+        os.utime(path, ns=times)
+        fsync_file(path)
     return a

@@ -11,8 +11,9 @@ Used by dry runs (a throwaway root per unit, docs/operations.md) and fast tests,
 - kmigrate's own files live under ``<root>/.kmigrate-store/`` (never a key): ``meta/`` holds one
   JSON sidecar per object with its user metadata, ``uploads/`` the parts of incomplete multipart
   uploads, ``tmp/`` files being written.
-- Writes are atomic: the object is written under ``tmp/``, fsynced and renamed onto its path
-  (the directory fsynced), then its sidecar is written the same way. The sidecar names the file
+- Writes are atomic and durable (``fileio.durable_replace``, ``durable_mkdir``): the object is
+  written under ``tmp/``, fsynced and renamed onto its path, every directory it creates and the
+  directory of the new name fsynced, then its sidecar is written the same way. The sidecar names the file
   it describes (inode, size, mtime): after a crash between the two renames, or over a file
   replaced behind kmigrate's back, the object has no metadata, so it is never taken for a
   verified copy (:meth:`.store.ObjectStore.matches` is false and staging uploads it again).
@@ -22,17 +23,16 @@ Used by dry runs (a throwaway root per unit, docs/operations.md) and fast tests,
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from migration.formats.fileio import durable_replace, fsync_dir
+from migration.formats.fileio import durable_mkdir, durable_replace, durable_unlink, fsync_dir
 from migration.migrations.tier.store import (
     ObjectHead,
     ObjectNotFound,
@@ -107,51 +107,36 @@ class FileSystemObjectStore(ObjectStore):
     def _own_dir(self, name: str) -> Path:
         if not self.root.is_dir():
             raise FileNotFoundError("no such directory: create it first (a store root is never created)")
-        d = self.root / RESERVED_DIR / name
-        d.mkdir(parents=True, exist_ok=True)
-        return d
+        # Each new directory durable in its parent (the root exists: it is never created).
+        return durable_mkdir(self.root / RESERVED_DIR / name)
 
     # ------------------------------------------------------------------ writing
 
-    def _install(self, key: str, write: Callable[[int], None], *, content_type: str,
+    def _install(self, key: str, content: bytes | Iterable[bytes], *, content_type: str,
                  metadata: dict[str, str]) -> None:
         """Write the object through a temporary file, rename it onto its key's path, then its
         sidecar (see the module docstring for why in that order)."""
         path = self._object_path(key)
         tmp = self._own_dir("tmp") / uuid.uuid4().hex
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            try:
-                write(fd)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        fsync_dir(path.parent)
+        # The key's directories durable before the object's name in them, the object durable
+        # before its sidecar: a listing never shows an object a power cut can take back.
+        durable_mkdir(path.parent)
+        durable_replace(path, content, tmp_path=tmp, exclusive=True)
         st = path.stat()
         sidecar = self._sidecar_path(key)
-        sidecar.parent.mkdir(parents=True, exist_ok=True)
+        durable_mkdir(sidecar.parent)
         doc = {"version": SIDECAR_VERSION, "key": key, "content_type": content_type, "metadata": metadata,
                "file": {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns}}
         durable_replace(sidecar, json.dumps(doc, sort_keys=True).encode("utf-8"), tmp_suffix=f".{uuid.uuid4().hex}.tmp")
 
     def _put(self, key: str, data: bytes, *, content_type: str, metadata: dict[str, str], crc: str) -> str | None:
-        def write(fd: int) -> None:
-            _write_all(fd, data)
-
-        self._install(key, write, content_type=content_type, metadata=metadata)
+        self._install(key, data, content_type=content_type, metadata=metadata)
         return None  # nothing here computes a checksum of its own: the read-back is the check
 
     def _create_multipart(self, key: str, *, metadata: dict[str, str]) -> str:
         self._object_path(key)  # a bad key fails now, not at completion
         upload_id = uuid.uuid4().hex
-        d = self._own_dir("uploads") / upload_id
-        d.mkdir()
+        d = durable_mkdir(self._own_dir("uploads") / upload_id)
         doc = {"version": SIDECAR_VERSION, "key": key, "metadata": metadata,
                "initiated": datetime.now(UTC).isoformat()}
         durable_replace(d / "upload.json", json.dumps(doc, sort_keys=True).encode("utf-8"), tmp_suffix=".tmp")
@@ -178,29 +163,25 @@ class FileSystemObjectStore(ObjectStore):
             if not f.is_file() or crc32c_b64(f.read_bytes()) != etag:
                 raise OSError(f"multipart upload {upload_id}: part {pc.part_number} missing or not as uploaded")
 
-        def write(fd: int) -> None:
+        def chunks() -> Iterator[bytes]:
             for f in files:
                 with open(f, "rb") as src:
                     while block := src.read(_COPY_CHUNK):
-                        _write_all(fd, block)
+                        yield block
 
-        self._install(key, write, content_type="application/octet-stream", metadata=doc["metadata"])
-        shutil.rmtree(d)
+        self._install(key, chunks(), content_type="application/octet-stream", metadata=doc["metadata"])
+        _remove_tree(d)
 
     def _abort(self, key: str, upload_id: str) -> None:
-        shutil.rmtree(self._upload_dir(upload_id))
+        _remove_tree(self._upload_dir(upload_id))
 
     def _delete_batch(self, keys: list[str]) -> None:
-        dirs: set[Path] = set()
+        paths: list[Path] = []
         for key in keys:
             path = self._object_path(key)
-            for p in (path, self._sidecar_path(key)):
-                with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-                    p.unlink()
-            dirs.add(path.parent)
-        for d in dirs:
-            if d.is_dir():
-                fsync_dir(d)
+            # the object's name first: a sidecar without its object is never read
+            paths += [p for p in (path, self._sidecar_path(key)) if p.parent.is_dir()]
+        durable_unlink(*paths)
 
     # ------------------------------------------------------------------ reading
 
@@ -277,7 +258,10 @@ class FileSystemObjectStore(ObjectStore):
         return out
 
 
-def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data).cast("B")
-    while view:
-        view = view[os.write(fd, view):]
+def _remove_tree(d: Path) -> None:
+    """Remove a multipart upload's directory; its removal is durable in ``uploads/`` (else a
+    power cut brings back an upload that was completed or aborted, and the next run aborts it
+    again: harmless, but not what was done)."""
+    shutil.rmtree(d)
+    fsync_dir(d.parent)
+

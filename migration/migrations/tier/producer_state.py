@@ -32,10 +32,13 @@ from migration.formats import names
 from migration.formats.control_records import ControlRecordType, EndTransactionMarker, read_control_key
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import FileRecords
-from migration.formats.fileio import fsync_dir, write_and_fsync
+from migration.formats.fileio import durable_replace
 from migration.formats.model import MAGIC_V2, NO_PRODUCER_EPOCH
 from migration.formats.producer_snapshot import EMPTY_SNAPSHOT, ProducerSnapshot, ProducerSnapshotEntry
 from migration.formats.record_batch import RecordBatch
+
+# The temporary name of a snapshot being written: ``N.snapshot.kmigrate.tmp`` (ours, by the marker).
+SNAPSHOT_TMP_SUFFIX = ".kmigrate" + names.TMP_FILE_SUFFIX
 
 
 class ProducerStateError(Exception):
@@ -195,7 +198,7 @@ def ensure_segment_snapshots(
     first). ``segment_bases`` are all segment base offsets, the active segment's included.
 
     One streaming pass over the closed segments, in order; a snapshot is written at N only when
-    missing, via a temporary name + fsync + rename. The replay starts from an existing snapshot
+    missing, via a temporary name + fsync + link (no-clobber), durably. The replay starts from an existing snapshot
     at the first segment's base offset if there is one (state of data already deleted by
     retention), else from an empty state.
     """
@@ -239,12 +242,6 @@ def ensure_segment_snapshots(
 
 def _write_new(target: Path, data: bytes) -> None:
     """Temporary name, fsync, then a link to the final name that fails if it exists (a rename
-    would silently replace a snapshot that appeared meanwhile), then fsync the directory."""
-
-    tmp = target.with_name(target.name + ".kmigrate" + names.TMP_FILE_SUFFIX)
-    write_and_fsync(tmp, data, exclusive=False)
-    try:
-        os.link(tmp, target)
-    finally:
-        os.unlink(tmp)
-    fsync_dir(target.parent)
+    would silently replace a snapshot that appeared meanwhile), the temporary name unlinked,
+    then the directory fsynced (``fileio.durable_replace``, no-clobber)."""
+    durable_replace(target, data, tmp_suffix=SNAPSHOT_TMP_SUFFIX, no_clobber=True)

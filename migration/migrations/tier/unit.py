@@ -24,6 +24,7 @@ from migration.audit.model import Finding, OffsetRange, UnitResult, UnitStatus, 
 from migration.formats import names
 from migration.formats.checkpoint_files import EpochEntry, segment_leader_epochs
 from migration.formats.errors import KafkaFormatError
+from migration.formats.fileio import durable_mkdir
 from migration.logdir.validate import validate_segment
 from migration.migrations.common.index_repair import ReplacementInFlight, rebuild_reasons, rebuild_segment_indexes
 from migration.migrations.common.leader_epoch import ASSIGNED_CODE, assign_leader_epoch, plan_assignment
@@ -388,7 +389,7 @@ def _scratch_store_root(opts: TierOptions) -> Path:
     """A fresh directory for one dry-run unit's throwaway store, under the run directory (not
     the system temp dir, which may be memory-backed: it holds a segment's objects at a time)."""
     base = Path(opts.scratch_dir) if opts.scratch_dir else Path(tempfile.gettempdir())
-    base.mkdir(parents=True, exist_ok=True)
+    durable_mkdir(base)
     return Path(tempfile.mkdtemp(prefix="unit-", dir=base))
 
 

@@ -194,3 +194,45 @@ def test_dry_run_needs_no_reachable_store(sample_cluster, s3):
     report = execute_tier(sample_cluster.log_dirs, options=opts, only_partitions=["events-v2-1"])
     assert report.exit_code() == 0, [u.errors for *_, u in report.problem_units()]
     assert not report.errors
+
+
+def test_writes_are_durable_by_posix_rules(tmp_path, monkeypatch):
+    """Every directory the store creates is fsynced into its parent, and the object's new name
+    into its directory, before the sidecar that vouches for it is written: a power cut can
+    never leave metadata listing an object whose directory entry was lost (issue 31)."""
+    from migration.formats import fileio
+
+    ops: list[tuple[str, str]] = []
+    real_fsync, real_mkdir, real_replace = os.fsync, os.mkdir, os.replace
+
+    def fsync(fd):
+        ops.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def mkdir(p, *a):
+        real_mkdir(p, *a)
+        ops.append(("mkdir", str(p)))
+
+    def replace(a, b):
+        real_replace(a, b)
+        ops.append(("rename", str(b)))
+
+    for name, fn in (("fsync", fsync), ("mkdir", mkdir), ("replace", replace)):
+        monkeypatch.setattr(fileio.os, name, fn)
+    store = FileSystemObjectStore(tmp_path)
+    key = "topic-AAAAAAAAAAAAAAAAAAAAAA/0/00000000000000000000-x.log"
+    store.put_bytes(key, b"data")
+    obj = tmp_path / key
+    sidecar_rename = ops.index(("rename", str(tmp_path / ".kmigrate-store" / "meta" / (key + ".meta.json"))))
+    made = [p for op, p in ops if op == "mkdir"]
+    assert str(obj.parent) in made and str(tmp_path / ".kmigrate-store" / "tmp") in made
+    for d in made:
+        parent_synced = [i for i, op in enumerate(ops) if op == ("fsync", str(Path(d).parent))
+                         and i > ops.index(("mkdir", d))]
+        assert parent_synced, f"{d} never made durable in its parent: {ops}"
+    object_rename = ops.index(("rename", str(obj)))
+    assert ("fsync", str(obj.parent)) in ops[object_rename:sidecar_rename]
+    for d in made:
+        if not d.startswith(str(tmp_path / ".kmigrate-store" / "meta")):
+            parent = str(Path(d).parent)
+            assert any(op == ("fsync", parent) for op in ops[ops.index(("mkdir", d)):sidecar_rename]), d
