@@ -48,7 +48,7 @@ from migration.formats.fileio import durable_replace
 from migration.migrations.tier import layout
 from migration.migrations.tier.options import TierOptions, open_store
 from migration.migrations.tier.plan import DRY_RUN_STORE, UNIT_KIND, PartitionParams, TierPrepare, prepare_tier
-from migration.migrations.tier.store import StoreUnavailable
+from migration.migrations.tier.store import ObjectStore, StoreUnavailable, one_line
 from migration.migrations.tier.unit import run_unit
 from migration.runtime.engine import Progress, UnitKind, get_engine, unit_kinds
 from migration.runtime.runs import RunDir
@@ -58,17 +58,36 @@ JSONL_NAME = "remote-log-segment-metadata.jsonl"
 UNIT_KINDS = unit_kinds(UnitKind(UNIT_KIND, PartitionParams, run_unit))
 
 
-def check_store(options: TierOptions, *, run_id: str) -> None:
+def check_store(options: TierOptions, *, run_id: str) -> list[str]:
     """What a run checks before it writes a snapshot or uploads anything (the names were
     checked by :class:`TierOptions`): the credentials resolve (:class:`~.store.StoreArgumentError`:
     exit 2), then one small probe object under the prefix is written, read back, listed and
-    deleted (:class:`~.store.StoreUnavailable`: a run-level error, exit 1). A dry run and a
-    snapshots-only run use no store, so they check nothing here."""
+    deleted (:class:`~.store.StoreUnavailable`: a run-level error, exit 1). Then the probe
+    objects killed runs left are removed (:func:`~.layout.probe_is_leftover`), and said, one
+    line each, in the list returned. A dry run and a snapshots-only run use no store, so they
+    check nothing here."""
     if options.dry_run or options.snapshots_only:
-        return
+        return []
     store = open_store(options)
     store.check_credentials()
-    store.check_writable(layout.probe_key(options.prefix, f"{run_id}-{secrets.token_hex(4)}"))
+    now_ms = int(time.time() * 1000)
+    store.check_writable(layout.probe_key(options.prefix, layout.probe_token(run_id, now_ms, secrets.token_hex(4))))
+    return _remove_leftover_probes(store, options.prefix, run_id, now_ms)
+
+
+def _remove_leftover_probes(store: ObjectStore, prefix: str, run_id: str, now_ms: int) -> list[str]:
+    probes = layout.probe_key(prefix, "")
+    try:
+        def leftover(key: str) -> bool:
+            return layout.probe_is_leftover(key, prefix=prefix, run_id=run_id, now_ms=now_ms)
+
+        doomed = [o.key for o in store.list_objects(probes) if leftover(o.key)]
+        store.delete(doomed)
+        temporaries = store.remove_temporaries(probes, leftover)
+    except Exception as exc:  # the probe passed: a cleanup that fails is said, not fatal
+        return [f"{store.location}: leftover probe objects under {probes} not removed: {one_line(str(exc))}"]
+    return [f"removed the probe object {k} an earlier, killed run left" for k in doomed] + [
+        f"removed the temporary file {k} a killed write of a probe object left in the store" for k in temporaries]
 
 
 # ------------------------------------------------------------------------------------- finalize
@@ -160,7 +179,7 @@ def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions
     arguments: exit 2) before anything is written."""
     rid = run_id or new_run_id(RunKind.TIER_PREPARE)
     try:
-        check_store(options, run_id=rid)
+        cleaned = check_store(options, run_id=rid)
     except StoreUnavailable as exc:
         record_store_error(rid, str(exc), options.model_dump(mode="json"))
         return finalize_tier(rid)
@@ -172,6 +191,9 @@ def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions
                                               options=options.model_dump(mode="json")))
         return finalize_tier(rid)
     rd, units, opts = plan.run_dir, plan.units, plan.options.model_dump(mode="json")
+    if cleaned:
+        plan.prepare.warnings.extend(cleaned)
+        rd.write_prepare(plan.prepare)
     eng = get_engine(engine, master=master, spark=spark)
     if options.dry_run:
         results = eng.run(units, opts, progress, kinds=UNIT_KINDS)

@@ -10,7 +10,9 @@ Used by dry runs (a throwaway root per unit, docs/operations.md) and fast tests,
   so no key (nor a symlink inside the root) leads outside it.
 - kmigrate's own files live under ``<root>/.kmigrate-store/`` (never a key): ``meta/`` holds one
   JSON sidecar per object with its user metadata, ``uploads/`` the parts of incomplete multipart
-  uploads, ``tmp/`` files being written.
+  uploads, ``tmp/`` files being written, each at its key's path plus a random suffix, so the
+  unit that owns a partition's prefix removes what a killed write of it left
+  (:meth:`FileSystemObjectStore.remove_temporaries`).
 - Writes are atomic and durable (``fileio.durable_replace``, ``durable_mkdir``): the object is
   written under ``tmp/``, fsynced and renamed onto its path, every directory it creates and the
   directory of the new name fsynced, then its sidecar is written the same way. The sidecar names the file
@@ -27,7 +29,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -47,6 +49,7 @@ from migration.migrations.tier.store import (
 
 RESERVED_DIR = ".kmigrate-store"
 SIDECAR_SUFFIX = ".meta.json"
+TMP_SUFFIX = ".tmp"
 SIDECAR_VERSION = 1
 _COPY_CHUNK = 8 * 1024 * 1024
 
@@ -104,6 +107,29 @@ class FileSystemObjectStore(ObjectStore):
     def _sidecar_path(self, key: str) -> Path:
         return self.root / RESERVED_DIR / "meta" / (key + SIDECAR_SUFFIX)
 
+    def _temporary_path(self, key: str) -> Path:
+        """``tmp/{key}.{random}{TMP_SUFFIX}``: beside where the key's temporaries go, never a key."""
+        self._own_dir("tmp")
+        return self.root / RESERVED_DIR / "tmp" / f"{key}.{uuid.uuid4().hex}{TMP_SUFFIX}"
+
+    def remove_temporaries(self, prefix: str, leftover: Callable[[str], bool] | None = None) -> list[str]:
+        """The temporary files of keys under ``prefix`` a killed write left (those ``leftover``
+        says are, when given), removed durably; returns their keys."""
+        tmp_root = self.root / RESERVED_DIR / "tmp"
+        head = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        if head and key_problem(head) is not None:
+            return []
+        start = tmp_root.joinpath(*head.split("/")) if head else tmp_root
+        found: dict[str, Path] = {}
+        for dirpath, _dirs, filenames in os.walk(start):
+            for name in filenames:
+                p = Path(dirpath, name)
+                key = p.relative_to(tmp_root).as_posix().removesuffix(TMP_SUFFIX).rpartition(".")[0]
+                if name.endswith(TMP_SUFFIX) and key.startswith(prefix) and (leftover is None or leftover(key)):
+                    found[p.relative_to(tmp_root).as_posix()] = p
+        durable_unlink(*found.values())
+        return sorted(found)
+
     def _own_dir(self, name: str) -> Path:
         if not self.root.is_dir():
             raise FileNotFoundError("no such directory: create it first (a store root is never created)")
@@ -117,7 +143,9 @@ class FileSystemObjectStore(ObjectStore):
         """Write the object through a temporary file, rename it onto its key's path, then its
         sidecar (see the module docstring for why in that order)."""
         path = self._object_path(key)
-        tmp = self._own_dir("tmp") / uuid.uuid4().hex
+        # Named after the key, so whoever owns a prefix can remove what a killed write of it left.
+        tmp = self._temporary_path(key)
+        durable_mkdir(tmp.parent)
         # The key's directories durable before the object's name in them, the object durable
         # before its sidecar: a listing never shows an object a power cut can take back.
         durable_mkdir(path.parent)

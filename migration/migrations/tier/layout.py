@@ -14,7 +14,8 @@ padding). The segment uuid is derived from the topic id, partition, base offset 
 of the ``.log``, so a re-run finds its own objects and a changed segment gets new keys.
 
 kmigrate's own keys sit beside the partitions' prefixes: ``{prefix}kmigrate-probe/{token}``
-(the write probe, removed again) and ``{prefix}kmigrate-reports/{run id}/`` (run reports).
+(the write probe, removed again; a killed run's is removed by a later one) and
+``{prefix}kmigrate-reports/{run id}/`` (run reports).
 Every key of the package is spelled here; the object stores (:mod:`.store`) take them as given.
 """
 
@@ -86,6 +87,31 @@ class SegmentKeys(NamedTuple):
     def manifest_first(self) -> list[str]:
         """For deletion: the manifest goes first, so none is ever left pointing at missing data."""
         return [self.manifest, self.indexes, self.log]
+
+
+# A probe object lives for the seconds of one check; one this old is a killed run's (a margin
+# far beyond any retrying store and any clock skew between the hosts of concurrent runs).
+PROBE_STALE_AFTER_MS = 3600 * 1000
+
+
+def probe_token(run_id: str, created_ms: int, nonce: str) -> str:
+    """``{created ms}-{run id}-{nonce}``: a later run can tell when, and by which run, a probe
+    object was written, and so whether it is a leftover (:func:`probe_is_leftover`)."""
+    return f"{created_ms}-{run_id}-{nonce}"
+
+
+def probe_is_leftover(key: str, *, prefix: str, run_id: str, now_ms: int) -> bool:
+    """Whether the probe object ``key`` (under ``{prefix}kmigrate-probe/``) is what a killed
+    run left: its run is this very run (an earlier attempt of it), or it is older than
+    :data:`PROBE_STALE_AFTER_MS`, or its name is of no probe this kmigrate writes (an earlier
+    kmigrate's ``{run id}-{nonce}``). A young probe of another run may be in the middle of its
+    check: never touched."""
+    token = key.removeprefix(prefix + PROBE_DIR)
+    created, _, rest = token.partition("-")
+    owner = rest.rpartition("-")[0]
+    if not created.isdigit() or not owner:
+        return True
+    return owner == run_id or now_ms - int(created) > PROBE_STALE_AFTER_MS
 
 
 def probe_key(prefix: str, token: str) -> str:

@@ -188,6 +188,13 @@ class SnapshotOutcome:
     path: str
 
 
+def snapshot_temporaries(partition_dir: str | os.PathLike[str]) -> list[Path]:
+    """``N.snapshot.kmigrate.tmp`` files a killed write left (before or after its link to
+    ``N.snapshot``). Kafka's loader removes only ``.deleted``, ``.cleaned`` and ``.swap`` files:
+    these would stay for good; kmigrate's marker says they are ours to remove."""
+    return sorted(Path(partition_dir).glob("*" + names.PRODUCER_SNAPSHOT_FILE_SUFFIX + SNAPSHOT_TMP_SUFFIX))
+
+
 def ensure_segment_snapshots(
     partition_dir: str | os.PathLike[str],
     segment_bases: Iterable[int],

@@ -27,7 +27,7 @@ import hashlib
 import logging
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -203,6 +203,14 @@ class ObjectStore(ABC):
     def check_credentials(self) -> None:
         """Raise :class:`StoreArgumentError` when the store needs credentials and none can be
         resolved (checked without any request, before anything is written)."""
+
+    def remove_temporaries(self, prefix: str, leftover: Callable[[str], bool] | None = None) -> list[str]:
+        """Remove what interrupted writes of keys under ``prefix`` left in the store's own space
+        (of the keys ``leftover`` says are a killed run's, when given; else the caller owns the
+        prefix: nothing under it is being written); returns their names.
+        An object store writes an object whole or not at all: nothing to do (its incomplete
+        multipart uploads are listed and aborted by :meth:`list_multipart_uploads`)."""
+        return []
 
     def explain(self, exc: BaseException) -> str:
         """One line saying why an operation failed, for the operator (never a secret)."""

@@ -24,7 +24,7 @@ from migration.audit.model import Finding, OffsetRange, UnitResult, UnitStatus, 
 from migration.formats import names
 from migration.formats.checkpoint_files import EpochEntry, segment_leader_epochs
 from migration.formats.errors import KafkaFormatError
-from migration.formats.fileio import durable_mkdir
+from migration.formats.fileio import durable_mkdir, durable_unlink
 from migration.logdir.validate import validate_segment
 from migration.migrations.common.index_repair import ReplacementInFlight, rebuild_reasons, rebuild_segment_indexes
 from migration.migrations.common.leader_epoch import ASSIGNED_CODE, assign_leader_epoch, plan_assignment
@@ -32,7 +32,12 @@ from migration.migrations.tier import layout
 from migration.migrations.tier.filesystem import FileSystemObjectStore
 from migration.migrations.tier.options import TierOptions, open_store
 from migration.migrations.tier.plan import PartitionParams
-from migration.migrations.tier.producer_state import ProducerStateError, SnapshotAction, ensure_segment_snapshots
+from migration.migrations.tier.producer_state import (
+    ProducerStateError,
+    SnapshotAction,
+    ensure_segment_snapshots,
+    snapshot_temporaries,
+)
 from migration.migrations.tier.store import LAYOUT_METADATA_KEY, ChecksumMismatch, ObjectStore, file_sha256
 from migration.runtime.engine import Unit
 
@@ -218,11 +223,13 @@ class _NotStageable(Exception):
 
 
 def _cleanup_partition_prefix(store: ObjectStore, part_prefix: str, keep_stems: set[str]) -> list[Finding]:
-    """What an interrupted run left: abort every incomplete multipart upload under the
+    """What an interrupted run left: the store's temporary files of keys under the partition's
+    prefix (the file store's), abort every incomplete multipart upload under the
     partition's prefix (one unit per partition, so none of them is being completed), delete
     manifests whose data is gone and data objects that have no manifest, except those of a
     segment this unit is about to stage (they are verified and reused, or replaced)."""
-    found: list[Finding] = []
+    found = [Finding(message=f"removed {name}, what a killed write left in the store's temporary files",
+                     code="ORPHAN_REMOVED", file=name) for name in store.remove_temporaries(part_prefix)]
     for upload in store.list_multipart_uploads(part_prefix):
         store.abort_multipart(upload.key, upload.upload_id)
         found.append(Finding(message=f"aborted a stale multipart upload of {upload.key}", code="STALE_MULTIPART",
@@ -277,6 +284,13 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
         plans, _active = _segment_plans(unit)
         bases = [s["base_offset"] for s in params.segments]
         # 1. Snapshots, one streaming pass (they depend on everything below them).
+        # What a killed write of a snapshot left, first: a re-run finishes what it started.
+        leftovers = snapshot_temporaries(pdir)
+        if not opts.dry_run:
+            durable_unlink(*leftovers)
+        part_findings.extend(Finding(
+            file=str(f), code="LEFTOVER_FILE", message=("would remove " if opts.dry_run else "removed ")
+            + f"{f.name}, the temporary name of a snapshot write an earlier run did not finish") for f in leftovers)
         for outcome in ensure_segment_snapshots(pdir, bases, dry_run=opts.dry_run):
             if outcome.action is SnapshotAction.EXISTING:
                 continue
