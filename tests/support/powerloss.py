@@ -1379,6 +1379,14 @@ class UpgradeJudge:
         materialize(state, self.recording.root)
         report = rollback_run(self.run_id)
         problems = []
+        # A state from before the run's directory was durable holds no trace of the run: kmigrate
+        # cannot tell its id from a mistyped one and refuses it, as for any unknown run (the
+        # log dir must then be untouched, which the file comparison below requires).
+        from migration.settings import default_backup_root, runs_dir
+
+        no_trace = not (runs_dir() / self.run_id).exists() and not (default_backup_root() / self.run_id).exists()
+        if report.exit_code() != 0 and no_trace and "no upgrade job" in str(getattr(report, "refusal", "")):
+            return judge_log_dir_files(self.original, tree_files(self.log_dir), "after the refused rollback")
         if report.exit_code() != 0:
             why = [f"{u.path}: " + "; ".join(str(e) for e in u.errors) for *_, u in report.problem_units()]
             why += [str(x) for x in (getattr(report, "refusal", None),) if x]

@@ -49,7 +49,13 @@ from migration.migrations.upgrade.plan import (
     prepare_upgrade,
     run_lock,
 )
-from migration.migrations.upgrade.unit import epoch_backup_dir, rollback_unit, run_epoch_unit, run_unit
+from migration.migrations.upgrade.unit import (
+    epoch_backup_dir,
+    rollback_unit,
+    run_epoch_unit,
+    run_unit,
+    settle_unit,
+)
 from migration.runtime.engine import Progress, Unit, UnitKind, get_engine, unit_kinds
 from migration.runtime.faults import unit_scope
 from migration.runtime.runs import RunDir
@@ -215,9 +221,9 @@ def rollback_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
     default backup root) say what to restore."""
     report_id = new_run_id(RunKind.ROLLBACK)
     run_path = runs_dir() / run_id
-    started_here = run_path.is_dir()  # looked at before RunDir, which creates it
-    rd = RunDir(run_id)
-    if rd.job_path.exists():
+    started_here = run_path.is_dir()
+    rd = RunDir(run_id) if started_here else None  # a RunDir creates its directory
+    if rd is not None and rd.job_path.exists():
         units, opts = rd.read_job()
         dirs = rd.read_prepare().get("log_dirs", sorted({u.log_dir for u in units}))
     else:
@@ -237,9 +243,9 @@ def rollback_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
             ReportStore().save(report)
             return report
         if not units:
-            return _refused_report(RunKind.ROLLBACK, report_id, f"no upgrade job for run {run_id} in {rd.path.parent} "
+            return _refused_report(RunKind.ROLLBACK, report_id, f"no upgrade job for run {run_id} in {run_path.parent} "
                                    f"and no backups of it in {root}", {"upgrade_run_id": run_id})
-        opts = {"run_id": run_id, "run_dir": str(rd.path.resolve()), "backup_root": root}
+        opts = {"run_id": run_id, "run_dir": str(run_path.resolve()), "backup_root": root}
         dirs = sorted({u.log_dir for u in units})
     params = {"upgrade_run_id": run_id, "log_dirs": dirs}
     # recorded under the upgrade's run id: killed, it is resumed by the same command, and it
@@ -250,11 +256,15 @@ def rollback_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
         check_not_live(dirs, resolves=run_id)
         with holding_locks(dirs, lock):
             report = RunReport.start(RunKind.ROLLBACK, params, run_id=report_id)
-            for u in units:
-                if u.kind == EPOCH_UNIT_KIND:
-                    continue  # the checkpoints are restored below, from their backups
+            segments = [u for u in units if u.kind != EPOCH_UNIT_KIND]  # checkpoints: restored below
+            # first every replacement in flight ends, then the originals are staged unit by unit
+            settled = {}
+            for u in segments:
                 with unit_scope(u.id):
-                    r = rollback_unit(u, opts)
+                    settled[u.id] = settle_unit(u, opts)
+            for u in segments:
+                with unit_scope(u.id):
+                    r = rollback_unit(u, opts, settled=settled[u.id])
                 assert u.topic is not None and u.partition is not None
                 report.add_unit(u.broker_id, u.topic, u.partition, UnitResult.model_validate(r["unit_result"]))
             _restore_epochs(report, units, opts["backup_root"], run_id)

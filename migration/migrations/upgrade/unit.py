@@ -298,12 +298,36 @@ def _journal_from_backup(ctx: UnitContext, ub: UnitBackup) -> UnitJournal:
                        backup_dir=ub.backup_dir)
 
 
-def rollback_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
+def settle_unit(unit: Unit, options: dict[str, Any]) -> list[str]:
+    """Bring a unit's replacement in flight, if any, to an end: the upgrade's (finished, renames
+    only) or an interrupted rollback's (finished too), and the range's leftovers resolved as
+    Kafka's loader would. A rollback settles every unit of a run before it stages the first
+    unit's originals: staging ``.cleaned`` files in a partition directory while another
+    unit's ``.swap`` files are there would make Kafka's loader delete those swaps, and with
+    them the records of that unit (docs/architecture.md, "One replace in flight per
+    partition"). Returns what it did, for the unit's rollback result."""
+    ctx = UnitContext(unit, options)
+    j = load_journal(ctx.run_dir, unit.id)
+    ub = load_unit_backup(ctx.backup_root, ctx.run_id, unit.id)
+    if ub is None:
+        return []  # never backed up, so never replaced: the rollback only drops its .cleaned files
+    if j is None:
+        j = _journal_from_backup(ctx, ub)
+    if j.state is JournalState.ROLLING_BACK:
+        rollback_unit(unit, options)  # its staged originals are the replacement in flight
+        return []
+    if j.state is JournalState.CLEANED:
+        _resume_replace(ctx, j)
+    return settle_range(ctx.partition_dir, ctx.base_offset, ctx.next_base_offset, j.original_names)
+
+
+def rollback_unit(unit: Unit, options: dict[str, Any], *, settled: list[str] | None = None) -> dict[str, Any]:
     """Put the originals of a unit back (byte for byte, mtimes included) from its backup,
     whatever the partition directory holds now: the upgraded segment, a half-done replacement,
     what Kafka's loader made of one, nothing at all, or something else (kept under the run's
     backup, ``displaced/``, before it is replaced). Works without the unit's journal.
-    Idempotent and resumable: every step is Kafka's replace protocol."""
+    Idempotent and resumable: every step is Kafka's replace protocol. The caller settles every
+    unit of the partition directory first (:func:`settle_unit`, whose notes are ``settled``)."""
     ctx = UnitContext(unit, options)
     pdir = ctx.partition_dir
     end = ctx.next_base_offset
@@ -322,6 +346,7 @@ def rollback_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
         notes = ["journal lost: rolled back from the backup manifest"]
     else:
         notes = []
+    notes += settled or []
     # a replacement in flight is finished first (renames only): the directory is then whole
     if j.state is JournalState.CLEANED and _resume_replace(ctx, j) == "finished":
         j.state = JournalState.DONE
