@@ -85,3 +85,12 @@ def sample_cluster(sample_cluster_template, tmp_path):
         topic_ids=dict(t.topic_ids),
         records=dict(t.records),
     )
+
+
+@pytest.fixture(scope="session")
+def strace_installed() -> None:
+    """The power-loss tests record runs with strace, which ``make test`` installs (``make
+    system-tools``): without it they fail with the command, never skip."""
+    from support.powerloss import STRACE
+
+    assert os.access(STRACE, os.X_OK), f"{STRACE} is missing: run 'make system-tools' (apt-get install strace)"

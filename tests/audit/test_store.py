@@ -12,8 +12,8 @@ from migration.audit.store import (
     ReportNotFound,
     ReportSink,
     ReportStore,
-    write_report_file,
     default_report_root,
+    write_report_file,
 )
 
 

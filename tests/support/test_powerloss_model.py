@@ -12,7 +12,7 @@ import pytest
 
 from support import powerloss as pl
 
-pytestmark = pytest.mark.skipif(not os.access(pl.STRACE, os.X_OK), reason="strace is not installed")
+pytestmark = pytest.mark.usefixtures("strace_installed")
 
 DATA = b"payload " * 64
 

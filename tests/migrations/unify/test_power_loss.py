@@ -24,7 +24,7 @@ from migration.logdir.validation import validate_paths
 from migration.migrations.unify import UnifyOptions, execute_unify
 
 ROOT = Path(__file__).resolve().parents[3]
-pytestmark = pytest.mark.skipif(not os.access(pl.STRACE, os.X_OK), reason="strace is not installed")
+pytestmark = pytest.mark.usefixtures("strace_installed")
 STATE_ENV = ("KMIGRATE_OUT", "KMIGRATE_REPORT_ROOT", "KMIGRATE_BACKUP_ROOT", "KMIGRATE_FAULT_AT")
 
 

@@ -39,7 +39,7 @@ from migration.formats.meta_properties import MetaProperties
 from migration.migrations.upgrade.driver import UpgradeOptions
 
 ROOT = Path(__file__).resolve().parents[3]
-pytestmark = pytest.mark.skipif(not os.access(pl.STRACE, os.X_OK), reason="strace is not installed")
+pytestmark = pytest.mark.usefixtures("strace_installed")
 CRASH_JOB = Path(__file__).with_name("crash_job.py")
 RUN_ID = "power-loss"
 SOURCE_SEGMENT_BYTES = 8 * 1024
