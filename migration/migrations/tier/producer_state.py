@@ -23,18 +23,25 @@ Kafka itself re-applies ``producer.id.expiration.ms`` when it loads a snapshot (
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
 from migration.formats import names
 from migration.formats.control_records import ControlRecordType, EndTransactionMarker, read_control_key
-from migration.formats.errors import KafkaFormatError
+from migration.formats.errors import CorruptSnapshotError, KafkaFormatError
 from migration.formats.file_records import FileRecords
 from migration.formats.fileio import durable_replace
 from migration.formats.model import MAGIC_V2, NO_PRODUCER_EPOCH
-from migration.formats.producer_snapshot import EMPTY_SNAPSHOT, ProducerSnapshot, ProducerSnapshotEntry
+from migration.formats.producer_snapshot import (
+    EMPTY_SNAPSHOT,
+    ENTRY_CURRENT_TXN_FIRST_OFFSET_OFFSET,
+    ENTRY_LAST_OFFSET_OFFSET,
+    HEADER_SIZE,
+    ProducerSnapshot,
+    ProducerSnapshotEntry,
+)
 from migration.formats.record_batch import RecordBatch
 
 # The temporary name of a snapshot being written: ``N.snapshot.kmigrate.tmp`` (ours, by the marker).
@@ -175,7 +182,7 @@ def iter_v2_batches(log_file: str | os.PathLike[str]) -> Iterator[RecordBatch]:
 
 
 class SnapshotAction(StrEnum):
-    EXISTING = "existing"  # already there: never overwritten
+    EXISTING = "existing"  # already there and valid: never overwritten
     EMPTY = "empty"  # written: no producer batch below the offset
     REBUILT = "rebuilt"  # written: producer state replayed from the log
 
@@ -186,6 +193,7 @@ class SnapshotOutcome:
     action: SnapshotAction
     producers: int
     path: str
+    replaced: KafkaFormatError | None = None  # the existing file was bad: why it was rebuilt
 
 
 def snapshot_temporaries(partition_dir: str | os.PathLike[str]) -> list[Path]:
@@ -195,24 +203,60 @@ def snapshot_temporaries(partition_dir: str | os.PathLike[str]) -> list[Path]:
     return sorted(Path(partition_dir).glob("*" + names.PRODUCER_SNAPSHOT_FILE_SUFFIX + SNAPSHOT_TMP_SUFFIX))
 
 
+def snapshot_problem(path: Path) -> KafkaFormatError | None:
+    """What is wrong with an existing ``N.snapshot``, or None: its name (an offset), version,
+    size, CRC-32C (the strict reader), and offsets: every producer's last offset and open
+    transaction lie below N, the offset the state is at (a snapshot beyond its own offset was
+    not taken there)."""
+    try:
+        snap = ProducerSnapshot.read(path)
+    except KafkaFormatError as exc:
+        return exc
+    offset = snap.offset
+    assert offset is not None  # read() takes it from the name
+    for i, e in enumerate(snap.entries):
+        entry = HEADER_SIZE + i * ProducerSnapshot.ENTRY_SIZE
+        for what, value, at in (("last offset", e.last_offset, ENTRY_LAST_OFFSET_OFFSET),
+                                ("open transaction's first offset", e.current_txn_first_offset,
+                                 ENTRY_CURRENT_TXN_FIRST_OFFSET_OFFSET)):
+            if value >= offset:
+                return CorruptSnapshotError(f"producer {e.producer_id}'s {what} lies at or beyond the snapshot's "
+                                            "offset", path=path, position=entry + at, expected=f"< {offset}",
+                                            found=value)
+    return None
+
+
 def ensure_segment_snapshots(
     partition_dir: str | os.PathLike[str],
     segment_bases: Iterable[int],
     *,
     dry_run: bool = False,
+    before_replace: Callable[[Path], None] | None = None,
 ) -> list[SnapshotOutcome]:
-    """Make sure ``N.snapshot`` exists for every segment boundary N (each base offset but the
-    first). ``segment_bases`` are all segment base offsets, the active segment's included.
+    """Make sure a valid ``N.snapshot`` exists for every segment boundary N (each base offset
+    but the first). ``segment_bases`` are all segment base offsets, the active segment's included.
 
-    One streaming pass over the closed segments, in order; a snapshot is written at N only when
-    missing, via a temporary name + fsync + link (no-clobber), durably. The replay starts from an existing snapshot
-    at the first segment's base offset if there is one (state of data already deleted by
-    retention), else from an empty state.
+    An existing snapshot is checked (:func:`snapshot_problem`); a bad one is rebuilt from the
+    log like a missing one (``before_replace`` is called with its path first: the caller keeps
+    the original), never kept. One streaming pass over the closed segments, in order; a
+    missing snapshot is written via a temporary name + fsync + link (no-clobber), durably, a bad
+    one replaced by a rename. The replay starts from an existing snapshot at the first segment's
+    base offset if there is one (state of data already deleted by retention), else from an
+    empty state; that one must be valid when anything is to be rebuilt (the state it holds is
+    nowhere else), else :class:`ProducerStateError` names its file and byte.
     """
     p = Path(partition_dir)
     bases = sorted(segment_bases)
     boundaries = bases[1:]
-    missing = [n for n in boundaries if not (p / names.producer_snapshot_file_name(n)).exists()]
+    bad: dict[int, KafkaFormatError] = {}
+    missing: list[int] = []
+    for n in boundaries:
+        path = p / names.producer_snapshot_file_name(n)
+        if not path.exists():
+            missing.append(n)
+        elif (problem := snapshot_problem(path)) is not None:
+            bad[n] = problem
+            missing.append(n)
     out: list[SnapshotOutcome] = []
     if not missing:
         return [SnapshotOutcome(n, SnapshotAction.EXISTING, -1, str(p / names.producer_snapshot_file_name(n)))
@@ -220,6 +264,9 @@ def ensure_segment_snapshots(
     state = ProducerState(end_offset=bases[0] if bases else 0)
     seed = p / names.producer_snapshot_file_name(bases[0]) if bases else None
     if seed is not None and seed.exists():
+        if (problem := snapshot_problem(seed)) is not None:
+            raise ProducerStateError(f"{problem}; the producer state of the data below it is in no other file, so "
+                                     "the snapshots at the segment boundaries cannot be rebuilt")
         state = ProducerState.from_snapshot(ProducerSnapshot.read(seed), bases[0])
     last_needed = missing[-1]
     for base, nxt in zip(bases, bases[1:], strict=False):
@@ -231,16 +278,21 @@ def ensure_segment_snapshots(
             state.apply(batch)
         state.end_offset = nxt
         target = p / names.producer_snapshot_file_name(nxt)
-        if target.exists():
+        if nxt not in bad and target.exists():
             out.append(SnapshotOutcome(nxt, SnapshotAction.EXISTING, -1, str(target)))
             continue
         snap = state.snapshot()
         action = SnapshotAction.EMPTY if state.is_empty else SnapshotAction.REBUILT
         if not dry_run:
             data = EMPTY_SNAPSHOT if state.is_empty else snap.to_bytes()
-            # Never overwrite: another writer (a broker started by mistake) would win the race.
-            _write_new(target, data)
-        out.append(SnapshotOutcome(nxt, action, len(snap), str(target)))
+            if nxt in bad:
+                if before_replace is not None:
+                    before_replace(target)
+                durable_replace(target, data, tmp_suffix=SNAPSHOT_TMP_SUFFIX)
+            else:
+                # Never overwrite: another writer (a broker started by mistake) would win the race.
+                _write_new(target, data)
+        out.append(SnapshotOutcome(nxt, action, len(snap), str(target), bad.get(nxt)))
     for n in boundaries:
         if n > last_needed:
             out.append(SnapshotOutcome(n, SnapshotAction.EXISTING, -1, str(p / names.producer_snapshot_file_name(n))))

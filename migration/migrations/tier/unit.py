@@ -20,10 +20,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from migration.audit.model import Finding, OffsetRange, UnitResult, UnitStatus, UnitType
+from migration.audit.model import Finding, FindingCode, OffsetRange, UnitResult, UnitStatus, UnitType
 from migration.formats import names
-from migration.formats.checkpoint_files import EpochEntry, segment_leader_epochs
-from migration.formats.errors import KafkaFormatError
+from migration.formats.checkpoint_files import EpochEntry, LeaderEpochCheckpointFile, segment_leader_epochs
+from migration.formats.errors import CorruptCheckpointError, KafkaFormatError
 from migration.formats.fileio import durable_mkdir, durable_unlink
 from migration.logdir.validate import validate_segment
 from migration.migrations.common.index_repair import ReplacementInFlight, rebuild_reasons, rebuild_segment_indexes
@@ -294,10 +294,15 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
         for outcome in ensure_segment_snapshots(pdir, bases, dry_run=opts.dry_run):
             if outcome.action is SnapshotAction.EXISTING:
                 continue
+            replaced = [] if outcome.replaced is None else [Finding.of_error(
+                outcome.replaced, FindingCode.SNAPSHOT_CORRUPT, severity="warning")]
+            for f in replaced:  # a bad snapshot is never staged: said, and rebuilt from the log
+                f.message = f"{f.where}: {f.message}; " + ("would be rebuilt" if opts.dry_run else "rebuilt") + \
+                    " from the log, never staged as it was"
             results.append(UnitResult(
                 unit=names.producer_snapshot_file_name(outcome.offset), unit_type=UnitType.FILE, path=outcome.path,
                 status=UnitStatus.PLANNED if opts.dry_run else UnitStatus.OK,
-                output_format=f"producer-snapshot-v1-{outcome.action.value}",
+                output_format=f"producer-snapshot-v1-{outcome.action.value}", warnings=replaced,
                 bytes_after=None if opts.dry_run else Path(outcome.path).stat().st_size))
     except (ProducerStateError, KafkaFormatError, RuntimeError, OSError) as exc:
         err = Finding(message=f"producer snapshots: {exc}; fix: 'kmigrate validate {pdir}' names the bytes; restore "
@@ -310,7 +315,16 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
         return {**base_out, "status": "ok", "unit_result": partition_result(UnitStatus.OK).model_dump(mode="json"),
                 "segment_results": [r.model_dump(mode="json") for r in results], "segment_metadata": []}
 
-    epochs = list(params.leader_epochs)
+    try:
+        # What is staged is read now and checked, not taken from the plan: a bad file fails here.
+        epochs = checked_leader_epochs(pdir)
+    except KafkaFormatError as exc:
+        err = Finding.of_error(exc, FindingCode.LEADER_EPOCH_CORRUPT)
+        err.message = (f"{err.where}: {err.message}; nothing of the partition staged; fix: restore the "
+                       "leader-epoch-checkpoint from a replica (the broker stopped)")
+        return {**base_out, "status": "failed", "error": str(exc), "unit_result": partition_result(
+            UnitStatus.FAILED, [err]).model_dump(mode="json"), "segment_results": [
+            r.model_dump(mode="json") for r in results], "segment_metadata": []}
     if opts.assign_leader_epoch:
         try:
             epochs = _assign_epoch(pdir, results, dry_run=opts.dry_run) or epochs
@@ -393,6 +407,31 @@ def _assign_epoch(pdir: Path, results: list[UnitResult], *, dry_run: bool) -> li
                               warnings=[Finding(file=str(path), code=ASSIGNED_CODE,
                                                 message=("would be " if dry_run else "") + a.describe())]))
     return [tuple(e) for e in a.after]
+
+
+def checked_leader_epochs(pdir: Path) -> list[tuple[int, int]]:
+    """The partition's ``leader-epoch-checkpoint`` entries (none without the file), checked as
+    staging needs them: Kafka's reader (version, count, line syntax; byte positions), then
+    epochs and start offsets not negative and strictly increasing, as Kafka's leader-epoch
+    cache keeps them. Raises :class:`KafkaFormatError` naming the file and the line's byte."""
+    path = pdir / names.LEADER_EPOCH_CHECKPOINT_FILE
+    if not path.exists():
+        return []
+    ckpt = LeaderEpochCheckpointFile.read(path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    prev: EpochEntry | None = None
+    for i, e in enumerate(ckpt.entries):
+        position = sum(len(line) for line in lines[:i + 2])  # version and count lines first
+        if e.epoch < 0 or e.start_offset < 0:
+            raise CorruptCheckpointError(f"negative leader epoch or start offset at line {i + 3}", path=path,
+                                         position=position, expected="epoch >= 0 and start offset >= 0",
+                                         found=f"{e.epoch} {e.start_offset}")
+        if prev is not None and (e.epoch <= prev.epoch or e.start_offset <= prev.start_offset):
+            raise CorruptCheckpointError(f"leader epoch entries out of order at line {i + 3}", path=path,
+                                         position=position, expected=f"epoch > {prev.epoch} and start offset > "
+                                         f"{prev.start_offset}", found=f"{e.epoch} {e.start_offset}")
+        prev = e
+    return [(e.epoch, e.start_offset) for e in ckpt.entries]
 
 
 def _requests(store: ObjectStore | None) -> dict[str, int]:
