@@ -24,9 +24,14 @@ if TYPE_CHECKING:
 
 
 # TierOptions fields as the command spells them, for one-line messages about wrong values.
-_OPTION_FLAGS = {"bucket": "--bucket", "store_url": "--store-url", "endpoint_url": "--endpoint-url",
+_OPTION_FLAGS = {"path_style": "--path-style/--virtual-host",
+                 "bucket": "--bucket", "store_url": "--store-url", "endpoint_url": "--endpoint-url",
                  "prefix": "--prefix", "region": "--region", "profile": "--profile", "part_size": "--part-size",
                  "multipart_threshold": "--multipart-threshold"}
+
+
+def _flag(field: str) -> str:
+    return _OPTION_FLAGS.get(field, "--" + field.replace("_", "-"))
 
 
 def register(app: typer.Typer) -> None:
@@ -56,6 +61,7 @@ def _load_cluster(path: Path) -> ClusterDescription:
 
 
 def tier_prepare(
+    ctx: typer.Context,
     log_dirs: Annotated[list[Path], typer.Argument(help="Broker log dirs (the broker must be stopped).",
                                                    show_default=False)],
     bucket: Annotated[str | None, typer.Option("--bucket", help="Bucket to stage segments in.")] = None,
@@ -100,7 +106,7 @@ def tier_prepare(
     from migration.audit.model import RunKind, UnitStatus, new_run_id
     from migration.cli.common import console, err_console
     from migration.migrations.tier.driver import execute_tier
-    from migration.migrations.tier.options import TierOptions, describe_invalid_options
+    from migration.migrations.tier.options import TierOptions, describe_invalid_options, options_that_cannot_apply
     from migration.migrations.tier.store import StoreArgumentError
 
     check_paths("tier-prepare", log_dirs, Need.BROKER_LOG_DIR)
@@ -126,6 +132,14 @@ def tier_prepare(
                               assign_leader_epoch=assign_leader_epoch, excluded_topics=excluded)
     except ValidationError as exc:
         raise usage_error("tier-prepare", describe_invalid_options(exc, _OPTION_FLAGS)) from None
+    # A flag that cannot apply with another is refused, never silently ignored (checked before anything runs).
+    given = {name for name in ctx.params if getattr(ctx.get_parameter_source(name), "name", None) in (
+        "COMMANDLINE", "ENVIRONMENT")}
+    for field, other, why in options_that_cannot_apply(options, given):
+        raise usage_error("tier-prepare", f"{_flag(field)} cannot apply with {_flag(other)}: {why}; give one of them")
+    if master is not None and engine is not EngineName.SPARK:
+        raise usage_error("tier-prepare", f"--master cannot apply with --engine {engine.value}: it is the Spark "
+                                          "master; give one of them")
     try:
         with engine_progress("tier-prepare", console, engine=engine.value, run_id=run_id,
                              notes=err_console) as progress:

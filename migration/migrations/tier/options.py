@@ -120,3 +120,25 @@ def describe_invalid_options(exc: ValidationError, labels: Mapping[str, str] | N
         msg = err["msg"].removeprefix("Value error, ")
         parts.append(f"{label}: {msg}" if label else msg)
     return one_line("; ".join(parts))
+
+
+# Fields only the S3 backend reads: given with a store URL they would be ignored.
+_S3_ONLY = ("region", "path_style")
+
+
+def options_that_cannot_apply(options: TierOptions, given: set[str]) -> list[tuple[str, str, str]]:
+    """Pairs of options the caller gave (``given``: field names set explicitly) of which one
+    cannot apply with the other, each as (field, the other field, why), so it is refused rather
+    than silently ignored:
+    - ``assign_leader_epoch`` with ``snapshots_only``: the epoch is assigned for staging, which
+      a snapshots-only run skips (no leader-epoch-checkpoint would be written);
+    - an S3-only setting (``region``, ``path_style``) with a ``store_url``, which is no bucket
+      (``endpoint_url``, ``profile`` and ``aws_conn_id`` are refused by the model itself)."""
+    out: list[tuple[str, str, str]] = []
+    if options.snapshots_only and options.assign_leader_epoch:
+        out.append(("assign_leader_epoch", "snapshots_only", "the leader epoch is assigned for staging, which a "
+                    "snapshots-only run skips"))
+    if options.store_url is not None:
+        out.extend((f, "store_url", "it is an S3 setting and a store URL is no bucket") for f in _S3_ONLY
+                   if f in given)
+    return out
