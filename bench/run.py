@@ -3,7 +3,8 @@ benchmark with its baseline measured side by side in the same run; a table of MB
 ratios and the targets of issue #14 (docs/benchmarks.md, "Targets (issue #14)"), each PASS or
 MISS, a MISS with the measured ceiling that explains it where one exists ("MISS (ceiling
 N.NNx)": the best any implementation could reach against that baseline); then
-"targets: N PASS, M MISS" and ``out/bench/results.json``. Data is generated under
+"targets: N PASS, M MISS" and ``out/bench/results.json``; the run's target rows are appended
+to ``bench/history.jsonl`` (bench.history; ``--no-history`` skips it). Data is generated under
 ``out/bench/`` (reused across runs when complete: generating the multi-GB cluster costs more
 than benchmarking it).
 
@@ -708,6 +709,20 @@ def summary(rows: list[Row]) -> dict[str, int]:
     return {k: sum(1 for s in statuses if s.startswith(k)) for k in ("PASS", "MISS", "ERROR")}
 
 
+def _record_history(results: dict[str, Any], argv: list[str] | None, *, quick: bool, date: str) -> None:
+    """Append the run to bench/history.jsonl; a failure to do so is said, not fatal (the run's
+    results are in results.json)."""
+    from bench import history
+
+    command = ["python", "-m", "bench.run", *(argv if argv is not None else sys.argv[1:])]
+    try:
+        path = history.append(history.entry_from_results(results, argv=command, quick=quick, date=date))
+    except Exception as exc:  # the measurement stands without its history line
+        print(f"history: not recorded ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return
+    print(f"history: appended to {path}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.run")
     ap.add_argument("--scale", type=int, default=None, help="sample-cluster scale (default 1300, ~2.1 GB; quick 20)")
@@ -715,6 +730,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", choices=NAMES, action="append")
     ap.add_argument("--allow-python-core", action="store_true",
                     help="run even when the compiled record core is not active (the run is marked)")
+    ap.add_argument("--no-history", action="store_true",
+                    help="do not append this run to bench/history.jsonl (python -m bench.history reads it)")
     args = ap.parse_args(argv)
     from migration.formats import core as record_core
 
@@ -794,6 +811,8 @@ def main(argv: list[str] | None = None) -> int:
     (OUT / "results.json").write_text(json.dumps(
         {"machine": info, "summary": counts | {"crashed": crashed}, "rows": rows}, indent=2, default=str))
     print(f"results: {OUT / 'results.json'} ({info['total_seconds']}s)")
+    if not args.no_history:
+        _record_history(json.loads((OUT / "results.json").read_text()), argv, quick=args.quick, date=info["date"])
     return 1 if crashed else 0
 
 
