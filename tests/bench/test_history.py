@@ -100,3 +100,13 @@ def test_every_target_of_bench_run_has_a_key() -> None:
     assert set(names.values()) == set(history.KEYS)
     assert history.target_key("upgrade --to v2, Spark local[1] (Spark start included)") is None
 
+
+
+def test_the_committed_history_validates() -> None:
+    """Every line of bench/history.jsonl is an Entry; the notebook's runs come first, oldest first."""
+    entries = history.load(ROOT / "bench" / "history.jsonl")
+    assert entries, "bench/history.jsonl holds the runs so far"
+    seeded = [e for e in entries if e.source == "docs/benchmarks.md before the rewrite"]
+    assert entries[:len(seeded)] == seeded
+    dated = [e.date for e in seeded if e.date is not None]
+    assert dated == sorted(dated)
