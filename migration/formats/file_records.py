@@ -41,8 +41,8 @@ Skip = Callable[[bytes, int, int], int]
 
 # 1 MiB: a chunk the compiled walker checks while it is still in the CPU's cache. Deep validation
 # of a 16 MiB uncompressed v2 segment ran at about 1.1 GB/s with 8 MiB chunks and 4.2 GB/s with
-# 1 MiB in one measurement (docs/benchmarks.md, "The walker digests, converts and indexes",
-# Reader chunks); a batch larger than a chunk is still read whole.
+# 1 MiB in one measurement (docs/benchmarks.md, "Measurements the code cites", Reader chunks);
+# a batch larger than a chunk is still read whole.
 DEFAULT_CHUNK_SIZE = 1024 * 1024
 _SIZE_AND_MAGIC = struct.Struct(">qi4xb")  # offset, size, (crc or leader epoch), magic: HEADER_SIZE_UP_TO_MAGIC
 _SIZE = struct.Struct(">i")

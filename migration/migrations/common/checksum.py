@@ -6,8 +6,8 @@ on disk with them, possibly with another kmigrate than the one that wrote them, 
 checksum names its algorithm:
 
 - ``blake3``: BLAKE3, 256 bits, hex; written since backup manifest and unit journal version 2.
-  It runs at about three times SHA-256's speed here (docs/benchmarks.md, "Hashing the files,
-  CRC-32C lanes and fixed costs"), and an upgrade hashes every byte it reads and writes.
+  It runs at about three times SHA-256's speed here (docs/benchmarks.md, "Measurements the
+  code cites"), and an upgrade hashes every byte it reads and writes.
 - ``sha256``: SHA-256, hex; what version-1 documents hold (their field is named ``sha256`` /
   ``log_sha256``, without an algorithm). They still verify: a run resumed or rolled back with
   this kmigrate checks them with SHA-256.
@@ -32,7 +32,7 @@ _READ_CHUNK = 1 << 20
 # From this size on a file is read ahead by a thread: the thread's start costs about 0.2 ms,
 # which the overlap of reading and hashing pays back from about 16 MiB (BLAKE3 from the page
 # cache: 4 MiB 0.80 -> 0.92 ms, 16 MiB 3.38 -> 3.12 ms, 32 MiB 6.85 -> 6.02 ms, 128 MiB 29 -> 22
-# ms; docs/benchmarks.md, "Ceilings of two threads, and files read ahead").
+# ms; docs/benchmarks.md, "Measurements the code cites").
 _READ_AHEAD_FROM = 16 << 20
 
 
