@@ -9,6 +9,13 @@
 //                                    with the KafkaConsumer (no group, CRCs checked), one line per
 //                                    record: topic, partition, offset, timestamp, timestamp type,
 //                                    key, value, headers; binary fields base64, "-" for null
+//   seek    BOOTSTRAP SPEC_FILE      SPEC_FILE lines "topic<TAB>partition<TAB>offset": for each, seeks
+//                                    there and prints "topic<TAB>partition<TAB>offset<TAB>first"
+//                                    with the offset of the first record the broker serves ("-"
+//                                    when nothing is at or after it); exercises the offset index
+//   times   BOOTSTRAP SPEC_FILE      SPEC_FILE lines "topic<TAB>partition<TAB>timestamp": the
+//                                    consumer's offsetsForTimes, one line "topic<TAB>partition<TAB>
+//                                    timestamp<TAB>offset<TAB>record timestamp" ("-" for none)
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -16,6 +23,7 @@ import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
@@ -139,12 +147,76 @@ public class RealKafkaClient {
         out.flush();
     }
 
+    static KafkaConsumer<byte[], byte[]> consumer(String bootstrap) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.CHECK_CRCS_CONFIG, "true");
+        p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "1");
+        return new KafkaConsumer<>(p);
+    }
+
+    static List<String[]> spec(Path file) throws Exception {
+        List<String[]> out = new ArrayList<>();
+        for (String line : Files.readAllLines(file, StandardCharsets.UTF_8))
+            if (!line.isBlank()) out.add(line.split("\t", -1));
+        return out;
+    }
+
+    static void seek(String bootstrap, Path file) throws Exception {
+        StringBuilder out = new StringBuilder();
+        try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap)) {
+            for (String[] f : spec(file)) {
+                TopicPartition tp = new TopicPartition(f[0], Integer.parseInt(f[1]));
+                long target = Long.parseLong(f[2]);
+                c.assign(List.of(tp));
+                long end = c.endOffsets(List.of(tp), Duration.ofSeconds(60)).get(tp);
+                String first = "-";
+                if (target < end) {
+                    c.seek(tp, target);
+                    long deadline = System.currentTimeMillis() + DEADLINE_MS;
+                    while (first.equals("-")) {
+                        if (System.currentTimeMillis() > deadline)
+                            throw new IllegalStateException("no record at or after " + tp + "@" + target);
+                        for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                            first = Long.toString(r.offset());
+                            break;
+                        }
+                        if (first.equals("-") && c.position(tp) >= end) break;
+                    }
+                }
+                out.append(f[0]).append('\t').append(f[1]).append('\t').append(target).append('\t').append(first)
+                        .append('\n');
+            }
+        }
+        System.out.print(out);
+    }
+
+    static void times(String bootstrap, Path file) throws Exception {
+        StringBuilder out = new StringBuilder();
+        try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap)) {
+            for (String[] f : spec(file)) {
+                TopicPartition tp = new TopicPartition(f[0], Integer.parseInt(f[1]));
+                long ts = Long.parseLong(f[2]);
+                OffsetAndTimestamp o = c.offsetsForTimes(Map.of(tp, ts), Duration.ofSeconds(60)).get(tp);
+                out.append(f[0]).append('\t').append(f[1]).append('\t').append(ts).append('\t')
+                        .append(o == null ? "-" : Long.toString(o.offset())).append('\t')
+                        .append(o == null ? "-" : Long.toString(o.timestamp())).append('\n');
+            }
+        }
+        System.out.print(out);
+    }
+
     public static void main(String[] args) throws Exception {
         List<String> rest = List.of(args).subList(2, args.length);
         switch (args[0]) {
             case "create" -> create(args[1], Path.of(args[2]));
             case "leaders" -> leaders(args[1], rest);
             case "consume" -> consume(args[1], rest);
+            case "seek" -> seek(args[1], Path.of(args[2]));
+            case "times" -> times(args[1], Path.of(args[2]));
             default -> throw new IllegalArgumentException("unknown command " + args[0]);
         }
     }

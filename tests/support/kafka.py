@@ -28,15 +28,17 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from kafka.record.memory_records import MemoryRecords
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / ".tools" / "kafka"
@@ -455,6 +457,24 @@ class KafkaNode:
                               (h.split(":") for h in f[7].split(";") if h))))
         return out
 
+    def _spec_client(self, command: str, rows: Iterable[tuple]) -> list[list[str]]:
+        spec = self.work / f"{command}-{time.monotonic_ns()}.tsv"
+        spec.write_text("".join("\t".join(map(str, r)) + "\n" for r in rows))
+        return [line.split("\t") for line in self.client(command, str(spec)).splitlines()]
+
+    def seek_first(self, targets: Iterable[tuple[str, int, int]]) -> dict[tuple[str, int, int], int | None]:
+        """(topic, partition, offset) -> the offset of the first record the broker serves after a
+        seek there (an offset-index lookup), None when nothing is at or after it."""
+        return {(f[0], int(f[1]), int(f[2])): None if f[3] == "-" else int(f[3])
+                for f in self._spec_client("seek", targets)}
+
+    def offsets_for_times(self, targets: Iterable[tuple[str, int, int]]) -> dict[tuple[str, int, int],
+                                                                                tuple[int, int] | None]:
+        """(topic, partition, timestamp) -> (offset, timestamp) of the Java consumer's offsetsForTimes
+        (a time-index lookup), None when no record has a timestamp at or after it."""
+        return {(f[0], int(f[1]), int(f[2])): None if f[3] == "-" else (int(f[3]), int(f[4]))
+                for f in self._spec_client("times", targets)}
+
     # --- putting segments written elsewhere under the broker's partitions --------------------
     def install_segments(self, placements: dict[str, Path]) -> None:
         """Node stopped. ``placements``: partition dir name here ("topic-N", created by the broker)
@@ -480,6 +500,30 @@ class KafkaNode:
         (self.data / ".kafka_cleanshutdown").unlink(missing_ok=True)
 
 
+    def install_indexes(self, placements: dict[str, Path]) -> dict[str, dict[str, bytes]]:
+        """Node stopped cleanly (marker and recovery points written by Kafka). Replace every
+        ``.index``, ``.timeindex``, ``.txnindex`` and ``.snapshot`` of the partitions by the source's
+        own files, keeping the clean-shutdown marker and the recovery-point checkpoint, so the next
+        start loads them as they are (``LogLoader`` with ``hadCleanShutdown=true``, no recovery).
+        Returns what Kafka had there (the files its recovery rebuilt): partition -> name -> bytes."""
+        assert self.proc is None, "stop the node first"
+        if not (self.data / ".kafka_cleanshutdown").is_file():
+            raise AssertionError(f"{self.data}: no clean-shutdown marker: stop the node cleanly first")
+        rebuilt: dict[str, dict[str, bytes]] = {}
+        for tp, src in placements.items():
+            dst = self.data / tp
+            rebuilt[tp] = {}
+            for f in sorted(dst.iterdir()):
+                if _INDEX_FILE.match(f.name):
+                    rebuilt[tp][f.name] = f.read_bytes()
+                    f.unlink()
+            for f in sorted(Path(src).iterdir()):
+                if f.is_file() and _INDEX_FILE.match(f.name):
+                    shutil.copy2(f, dst / f.name)
+        return rebuilt
+
+
+_INDEX_FILE = re.compile(r"^\d{20}\.(index|timeindex|txnindex|snapshot)$")
 _SEGMENT_FILE = re.compile(r"^\d{20}\.(log|index|timeindex|txnindex|snapshot)$")
 
 
@@ -516,6 +560,171 @@ def write_offset_checkpoint(path: Path, entries: list[tuple[str, int, int]]) -> 
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("".join(f"{line}\n" for line in ["0", str(len(entries)), *(f"{t} {p} {o}" for t, p, o in entries)]))
     os.replace(tmp, path)
+
+
+# --- index files, read independently of kmigrate's format layer -----------------------------
+def offset_index_entries(data: bytes) -> list[tuple[int, int]]:
+    """(relative offset, position) of every entry of a ``.index`` (8-byte entries; a trailing run
+    of zero entries after the first is preallocated space, which Kafka trims on close)."""
+    entries = [struct.unpack_from(">ii", data, i) for i in range(0, len(data) - len(data) % 8, 8)]
+    while len(entries) > 1 and entries[-1] == (0, 0):
+        entries.pop()
+    return entries
+
+
+def time_index_entries(data: bytes) -> list[tuple[int, int]]:
+    """(timestamp, relative offset) of every entry of a ``.timeindex`` (12-byte entries)."""
+    entries = [struct.unpack_from(">qi", data, i) for i in range(0, len(data) - len(data) % 12, 12)]
+    while entries and entries[-1] == (0, 0):
+        entries.pop()
+    return entries
+
+
+def index_differences(ours: Path, kafkas: dict[str, bytes]) -> list[str]:
+    """Where the ``.index`` / ``.timeindex`` entries of a partition dir (kmigrate's) differ from
+    the files Kafka's recovery rebuilt for the same segments."""
+    out = []
+    for name, theirs in sorted(kafkas.items()):
+        kind = name.rsplit(".", 1)[1]
+        if kind not in ("index", "timeindex"):
+            continue
+        parse = offset_index_entries if kind == "index" else time_index_entries
+        mine = (ours / name).read_bytes() if (ours / name).exists() else None
+        if mine is None:
+            out.append(f"{ours.name}/{name}: kmigrate wrote none; Kafka's has {len(parse(theirs))} entries")
+        elif parse(mine) != parse(theirs):
+            out.append(f"{ours.name}/{name}: kmigrate {parse(mine)} != Kafka {parse(theirs)}")
+    return out
+
+
+# --- what the files hold, read by kafka-python (not kmigrate's codecs) -----------------------
+@dataclass(frozen=True)
+class FileRecord:
+    offset: int
+    timestamp: int
+    timestamp_type: str  # as the Java client names it
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+@dataclass
+class PartitionFiles:
+    records: list[FileRecord] = field(default_factory=list)  # data records, control batches left out
+    load: Load | None = None  # what Kafka's load must report for these files
+    batch_bases: list[tuple[int, int, int]] = field(default_factory=list)  # (segment base, position, first offset)
+
+
+def _batches(data: bytes):
+    mr = MemoryRecords(data)
+    while mr.has_next():
+        b = mr.next_batch()
+        if b is None:
+            break
+        yield b
+
+
+def read_files(partition_dir: Path) -> PartitionFiles:
+    """Every record with kafka-python (CRCs checked), and the load Kafka must report: one segment
+    per .log file, the log start offset = the first file's base offset (the fresh topic's
+    log-start-offset checkpoint says 0), the log end offset = the last batch's last offset + 1."""
+    out = PartitionFiles()
+    logs = sorted(partition_dir.glob("*.log"))
+    last = None
+    for log in logs:
+        seg_base = int(log.name.split(".")[0])
+        pos = 0
+        data = log.read_bytes()
+        for batch in _batches(data):
+            assert batch.validate_crc(), f"{log}: bad batch CRC"
+            magic = batch.magic
+            size = 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+            if magic < 2:
+                records = list(batch)
+                last = records[-1].offset if records else batch.base_offset
+                first = records[0].offset if records else batch.base_offset
+            else:
+                last = batch.base_offset + batch.last_offset_delta
+                first = batch.base_offset
+            out.batch_bases.append((seg_base, pos, first))
+            pos += size
+            if magic >= 2 and batch.is_control_batch:
+                continue
+            for rec in (records if magic < 2 else batch):
+                if magic == 0:
+                    ts, tt = -1, "NO_TIMESTAMP_TYPE"
+                else:
+                    ts = rec.timestamp
+                    tt = "LOG_APPEND_TIME" if batch.timestamp_type == 1 else "CREATE_TIME"
+                out.records.append(FileRecord(rec.offset, ts, tt, rec.key, rec.value,
+                                              tuple((k, v) for k, v in (rec.headers or ()))))
+    base = int(logs[0].name.split(".")[0]) if logs else 0
+    out.load = Load(len(logs), base, (last + 1) if last is not None else base)
+    return out
+
+
+def as_consumed(recs: list[FileRecord]) -> list[ConsumedRecord]:
+    return [ConsumedRecord(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers) for r in recs]
+
+
+def upgraded(recs: list[FileRecord]) -> list[FileRecord]:
+    """The documented timestamp conversion of v0 to v1 or v2: no timestamp (v0) becomes CreateTime -1."""
+    return [FileRecord(r.offset, r.timestamp, "CREATE_TIME" if r.timestamp_type == "NO_TIMESTAMP_TYPE"
+                       else r.timestamp_type, r.key, r.value, r.headers) for r in recs]
+
+
+def record_diff(got: list[ConsumedRecord], want: list[ConsumedRecord]) -> str:
+    if len(got) != len(want):
+        return f"{len(got)} records, expected {len(want)}"
+    for g, w in zip(got, want, strict=True):
+        if g != w:
+            return f"first difference at offset {w.offset}: got {g}, expected {w}"
+    return ""
+
+
+def seek_targets(topic: str, partition: int, partition_dir: Path, files: PartitionFiles) -> list[tuple[str, int, int]]:
+    """Offsets whose fetch goes through an offset-index entry: for every entry of every ``.index``
+    of the dir, its offset and the offset just before the batch at its position (a fetch there must
+    start in the batch before; an entry with too small an offset sends it to the later batch)."""
+    first_at = {(seg, pos): first for seg, pos, first in files.batch_bases}
+    out = set()
+    for idx in sorted(partition_dir.glob("*.index")):
+        seg = int(idx.name.split(".")[0])
+        for rel, pos in offset_index_entries(idx.read_bytes()):
+            out.add(seg + rel)
+            if (seg, pos) in first_at and first_at[(seg, pos)] > 0:
+                out.add(first_at[(seg, pos)] - 1)
+    return [(topic, partition, o) for o in sorted(out)]
+
+
+def expected_first(records: list[FileRecord], target: int) -> int | None:
+    """The first offset at or after ``target`` (compacted logs have holes)."""
+    return next((r.offset for r in records if r.offset >= target), None)
+
+
+def expected_offset_for_time(records: list[FileRecord], ts: int) -> tuple[int, int] | None:
+    """offsetsForTimes by its definition: the earliest offset whose timestamp is at or after ``ts``."""
+    return next(((r.offset, r.timestamp) for r in records if r.timestamp >= ts), None)
+
+
+def corrupt_index_entry(partition_dir: Path, files: PartitionFiles) -> tuple[str, int, int]:
+    """Give one ``.index`` entry a wrong relative offset: the offset just before the batch it
+    points at, so it claims that batch starts one offset early. Returns (file name, entry, wrong
+    offset). Chosen where the previous entry is further back, so the entries stay increasing (what
+    Kafka's own index sanity check looks at) and only a lookup tells."""
+    first_at = {(seg, pos): first for seg, pos, first in files.batch_bases}
+    for idx in sorted(partition_dir.glob("*.index")):
+        seg = int(idx.name.split(".")[0])
+        entries = offset_index_entries(idx.read_bytes())
+        for i, (_rel, pos) in enumerate(entries):
+            first = first_at.get((seg, pos))
+            prev = entries[i - 1][0] + seg if i else seg - 1
+            if first is not None and first - 1 > prev and first - 1 >= seg:
+                data = bytearray(idx.read_bytes())
+                struct.pack_into(">i", data, i * 8, first - 1 - seg)
+                idx.write_bytes(bytes(data))
+                return idx.name, i, first - 1
+    raise AssertionError(f"{partition_dir}: no index entry to corrupt")
 
 
 # --- fixtures (a conftest imports them where tests need them) --------------------------------
