@@ -244,3 +244,87 @@ def _reported_backup_root(run_id: str) -> Path | None:
     except (LookupError, ValueError, OSError):
         return None
     return Path(value) if isinstance(value, str) and value else None
+
+
+# ---------------------------------------------------------------- DAG run ids
+
+# A DAG step's run id is its DAG run id made a run id (orchestration's run_id_for), then the step
+# and the broker: "<base>-upgrade-b2" (migration/orchestration/upgrade_rollout.py broker_run_id).
+_UPGRADE_STEP = r"-upgrade-b\d+"
+
+
+def _is_run_dir(run_id: str) -> bool:
+    from migration.settings import runs_dir
+
+    return bool(_RUN_ID.match(run_id)) and (runs_dir() / run_id).is_dir()
+
+
+def dag_run_upgrade_steps(dag_run_id: str) -> list[str]:
+    """The upgrade step runs of Airflow DAG run ``dag_run_id`` in this home, in the order they
+    were planned (canary first); [] when it is no DAG run id with such steps here."""
+    from migration.orchestration.common import run_id_for
+    from migration.settings import runs_dir
+
+    try:
+        base = run_id_for(dag_run_id)
+    except ValueError:
+        return []
+    step = re.compile(re.escape(base) + _UPGRADE_STEP)
+    runs = runs_dir()
+    found = [p for p in runs.iterdir() if p.is_dir() and step.fullmatch(p.name)] if runs.is_dir() else []
+
+    def planned(p: Path) -> tuple[int, str]:
+        job = p / "job.json"
+        return (job if job.is_file() else p).stat().st_mtime_ns, p.name
+
+    return [p.name for p in sorted(found, key=planned)]
+
+
+def rollback_dag_run(run_id: str, backup_root: Path | None) -> None:
+    """``kmigrate rollback DAG_RUN_ID``: when ``run_id`` is no run of this home but an Airflow DAG
+    run whose upgrade step runs are here, list them, roll each back, the last planned first, and
+    exit with the worst exit code. Does nothing otherwise (the caller goes on with a run id)."""
+    if _is_run_dir(run_id):
+        return
+    steps = dag_run_upgrade_steps(run_id)
+    if not steps:
+        return
+    from migration.audit.store import ReportStore
+    from migration.audit.text import print_summary
+    from migration.migrations.upgrade.driver import rollback_run
+
+    order = list(reversed(steps))
+    err_console.print(f"DAG run {run_id}: {len(steps)} upgrade step run(s); rolling back, the last first: "
+                      f"{', '.join(order)}", markup=False, highlight=False, soft_wrap=True)
+    code = EXIT_OK
+    for step in order:
+        root = upgrade_run_backup_root("rollback", step, backup_root=backup_root, from_backups=True)
+        report = rollback_run(step, backup_root=root)
+        console.print(f"rollback of {step}: exit {report.exit_code()}", markup=False, highlight=False)
+        print_summary(report, console)
+        console.print(f"report: {ReportStore().json_path(report.run_id)}", markup=False, highlight=False,
+                      soft_wrap=True)
+        code = max(code, report.exit_code())
+    raise typer.Exit(code)
+
+
+def dag_run_report_id(run: str, store: Any) -> str | None:
+    """``kmigrate report DAG_RUN_ID``: when ``run`` names no report of ``store`` but an Airflow DAG
+    run whose own (merged) report is there, list its step runs on stderr and return that
+    report's run id; None otherwise."""
+    from migration.audit.store import InvalidRunId, ReportNotFound
+    from migration.orchestration.common import run_id_for
+
+    if _RUN_ID.match(run) and run in store.run_ids():
+        return None
+    try:
+        rid = run_id_for(run)
+        merged = store.load(rid)
+    except (ValueError, InvalidRunId, ReportNotFound, OSError):
+        return None
+    steps = [s.run_id for s in merged.steps]
+    others = [link.run_id for link in store.dag_run_links(merged) if link.run_id not in steps]
+    err_console.print(f"DAG run {run}: its report {rid}, merging step runs: {', '.join(steps) or 'none'}"
+                      + (f"; other reports of the DAG run: {', '.join(others)}" if others else ""),
+                      markup=False, highlight=False, soft_wrap=True)
+    return rid

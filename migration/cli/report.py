@@ -11,7 +11,8 @@ import typer
 
 
 def report(
-    run: Annotated[str, typer.Argument(help="Run id (see 'kmigrate report --list'), or a report.json path.")] = "",
+    run: Annotated[str, typer.Argument(help="Run id (see 'kmigrate report --list'), an Airflow DAG run id (its "
+                                            "merged report; its step runs listed), or a report.json path.")] = "",
     fmt: Annotated[str, typer.Option("--format", help="text (a summary table), json or html.")] = "text",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")]
     = None,
@@ -29,7 +30,15 @@ def report(
     from migration.audit.model import RunReport
     from migration.audit.store import ENV_REPORT_ROOT, InvalidRunId, ReportNotFound, ReportStore
     from migration.audit.text import print_summary, render_text
-    from migration.cli.common import EXIT_PROBLEMS, console, err_console, say_home, unknown_run, usage_error
+    from migration.cli.common import (
+        EXIT_PROBLEMS,
+        console,
+        dag_run_report_id,
+        err_console,
+        say_home,
+        unknown_run,
+        usage_error,
+    )
 
     moved = ([f"reports: {report_root} (--report-root)"] if report_root is not None
              else [f"reports: {os.environ[ENV_REPORT_ROOT]} ({ENV_REPORT_ROOT})"] if os.environ.get(ENV_REPORT_ROOT)
@@ -55,6 +64,8 @@ def report(
         fmt = "json"
     if fmt not in ("text", "json", "html"):
         raise usage_error("report", f"unknown format {fmt!r}: use text, json or html")
+    if not run.endswith(".json"):
+        run = dag_run_report_id(run, store) or run
     try:
         r = RunReport.from_json(Path(run).read_text()) if run.endswith(".json") and Path(run).is_file() \
             else store.load(run)

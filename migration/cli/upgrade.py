@@ -96,16 +96,19 @@ def upgrade(
     _show(report)
 
 
-def rollback(run_id: Annotated[str, typer.Argument(help="The upgrade run to undo.")],
+def rollback(run_id: Annotated[str, typer.Argument(
+                 help="The upgrade run to undo, or an Airflow DAG run id: each of its upgrade step runs, the last "
+                      "first.")],
              backup_root: Annotated[Path | None, typer.Option(
                  help="Where the run kept its originals, when its run directory is lost (default: the root "
                       "its report names, else the default backup root).")] = None) -> None:
     """Restore the originals of an upgrade run (byte for byte, mtimes too), whatever state the
     log dirs are in: finished, interrupted, or loaded by Kafka since."""
-    from migration.cli.common import say_home, upgrade_run_backup_root
+    from migration.cli.common import rollback_dag_run, say_home, upgrade_run_backup_root
     from migration.migrations.upgrade.driver import rollback_run
 
     say_home("rollback")
+    rollback_dag_run(run_id, backup_root)  # a DAG run id: its step runs (exits)
     # An unknown run id is a usage error (2), checked before anything is written.
     root = upgrade_run_backup_root("rollback", run_id, backup_root=backup_root, from_backups=True)
     _show(rollback_run(run_id, backup_root=root))
