@@ -81,7 +81,7 @@ demo: venv airflow-home
 
 # The Airflow UI on .airflow and airflow.cfg (exported above) with the demo's runs (out/demo):
 # api-server on 127.0.0.1 (port 8080, else a free one; UI_ARGS="--port N", "--home DIR"),
-# scheduler and dag-processor. Prints the URL; Ctrl-C stops all three.
+# scheduler, dag-processor and triggerer; spark_default in its database. Prints the URL; Ctrl-C stops all four.
 ui: venv airflow-home
 	$(PY) -m migration.demo.ui $(UI_ARGS)
 

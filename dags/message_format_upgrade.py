@@ -59,8 +59,7 @@ with DAG(
 
     @task
     def plan() -> dict:
-        p = _plan()
-        return {"canary": p.canary, "rest": p.rest}
+        return rollout.plan_step(dict(get_current_context()["params"]))
 
     @task_group(group_id="preflight")
     def preflight():

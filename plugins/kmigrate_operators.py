@@ -9,7 +9,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from migration.orchestration.common import RUN_UNITS_APP, spark_conf, spark_env
+from migration.orchestration.common import RUN_UNITS_APP, StepFailure, record_step_failure, spark_conf, spark_env
 
 DEFAULT_ARGS: dict[str, Any] = {"owner": "kafka-platform", "retries": 0}
 CLUSTER_PARAM_DEFAULT = "{{ var.value.get('kmigrate_cluster', '') }}"
@@ -38,3 +38,33 @@ class MigrationSparkJobOperator(SparkSubmitOperator):
             verbose=False,
             **kwargs,
         )
+
+    def execute(self, context: Any) -> Any:
+        try:
+            return super().execute(context)
+        except BaseException as exc:
+            self._record_failure(exc)
+            raise
+
+    def _record_failure(self, exc: BaseException) -> None:
+        """What the DAG run's report says about a job that failed before its step wrote a report:
+        this task, the command (masked as the provider masks it), its exit code, the Spark master,
+        the last lines of spark-submit's output (orchestration/common.py ``StepFailure``)."""
+        try:
+            hook = self._hook
+            command = master = None
+            code = None
+            tail: list[str] = []
+            if hook is not None:
+                master = (getattr(hook, "_connection", None) or {}).get("master")
+                command = hook._mask_cmd(hook._build_spark_submit_command(self.application))
+                proc = getattr(hook, "_submit_sp", None)
+                code = proc.returncode if proc is not None else None
+                tail = [hook._mask_cmd([line]) for line in getattr(hook, "_last_submit_log_lines", [])]
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            error = None if first.startswith("Cannot execute:") else first[:500]
+            record_step_failure(list(self.application_args or []),
+                                StepFailure(task_id=self.task_id, command=command, exit_code=code, master=master,
+                                            log_tail=tail, error=error))
+        except Exception as recording:  # never hide the job's own failure behind this one
+            self.log.warning("could not record the failure for the DAG run's report: %s", recording)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -29,10 +30,12 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.rule import Rule
 
 from migration.audit.store import ReportNotFound, ReportStore
 from migration.audit.text import print_inventory, print_summary
+from migration.demo.connections import DEMO_SPARK, S3_CONN_ID, SPARK_CONN_ID, describe, s3_connection, write_connections
 from migration.demo.sample_cluster import TOPICS, build_sample_cluster
 from migration.logdir.model import scan_inventory
 from migration.logdir.validation import validate_paths
@@ -66,7 +69,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def airflow_env(cluster: Path, s3_endpoint: str | None = None) -> dict[str, str]:
+# What a command the demo prints needs from the environment, besides PATH (docs/operations.md,
+# "Airflow UI": always both AIRFLOW_HOME and AIRFLOW_CONFIG; airflow.cfg expands dags/ and plugins/
+# from KMIGRATE_PROJECT_ROOT). The connections are in Airflow's database, not in the environment.
+REPLAY_ENV = ("AIRFLOW_HOME", "AIRFLOW_CONFIG", "KMIGRATE_PROJECT_ROOT", ENV_HOME)
+
+
+def airflow_env(cluster: Path) -> dict[str, str]:
     root = project_root()
     env = dict(os.environ)
     env.setdefault("AIRFLOW_HOME", str(root / ".airflow"))
@@ -76,20 +85,57 @@ def airflow_env(cluster: Path, s3_endpoint: str | None = None) -> dict[str, str]
     env["KMIGRATE_CLUSTER"] = str(cluster)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYSPARK_PYTHON"] = sys.executable
-    env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
-    if s3_endpoint:
-        env["AIRFLOW_CONN_KMIGRATE_S3"] = json.dumps({
-            "conn_type": "aws", "login": DEMO_ACCESS_KEY, "password": DEMO_SECRET_KEY,
-            "extra": {"endpoint_url": s3_endpoint, "region_name": "us-east-1",
-                      "config_kwargs": {"s3": {"addressing_style": "path"}}}})
     return env
+
+
+def replay_env(env: dict[str, str]) -> str:
+    """The shell line that gives a terminal what the printed commands need (:data:`REPLAY_ENV`
+    and this Python's bin directory on PATH: airflow, kmigrate, spark-submit)."""
+    pairs = [f"{k}={shlex.quote(env[k])}" for k in REPLAY_ENV]
+    return "export " + " ".join([*pairs, f"PATH={shlex.quote(str(Path(sys.executable).parent))}:$PATH"])
+
+
+def say(command: str) -> None:
+    """Print a command for the user to replay, as ``$ command`` (no Rich markup in it)."""
+    console.print(f"$ {escape(command)}", highlight=False, soft_wrap=True)
+
+
+def set_connections(env: dict[str, str], conns: dict[str, dict]) -> None:
+    """Write the demo's connections into Airflow's database, as a user would (and say so)."""
+    write_connections(env, conns)
+    console.print(f"Airflow connections in {env['AIRFLOW_HOME']}/airflow.db (airflow connections add): "
+                  + "; ".join(describe(c, spec) for c, spec in conns.items()), highlight=False, soft_wrap=True)
+
+
+def upgrade_conf(cluster: Path) -> dict:
+    # assign_leader_epoch: data written before KIP-101 gets leader epoch 0, so it can be tiered in step 5.
+    return {"cluster": str(cluster), "target_format": "v2", "canary_broker": 1, "dry_run": False,
+            "approval": "auto", "assign_leader_epoch": True}
+
+
+def unify_conf(cluster: Path) -> dict:
+    return {"cluster": str(cluster), "dry_run": False}
+
+
+def closing_hints(demo: Path, env: dict[str, str]) -> None:
+    """Where to read the demo's reports afterwards: commands that work as printed."""
+    store = ReportStore()
+    console.print(f"{len(store.list_runs())} reports (JSON and HTML) under {store.root}; read them with:",
+                  highlight=False, soft_wrap=True)
+    say(f"kmigrate --home {shlex.quote(str(demo))} report --list")
+    server = " ".join(f"{k}={shlex.quote(env[k])}" for k in REPLAY_ENV)
+    console.print("or on the 'Migration report' tab of each DAG run, in the Airflow UI (make ui; or by hand: an "
+                  "api-server that reads this home, through KMIGRATE_HOME or [kmigrate] home in airflow.cfg, "
+                  "docs/operations.md):", highlight=False, soft_wrap=True, markup=False)
+    airflow = shlex.quote(str(Path(sys.executable).parent / "airflow"))
+    say(f"{server} {airflow} api-server --host 127.0.0.1 --port 8080")
 
 
 def dags_test(dag_id: str, conf: dict, env: dict[str, str], *, log: Path, label: str = "") -> int:
     """Run one DAG with ``airflow dags test``; print its state and its run report's summary."""
 
     cmd = [str(Path(sys.executable).parent / "airflow"), "dags", "test", dag_id, "-c", json.dumps(conf)]
-    console.print(f"$ airflow dags test {dag_id} -c '{json.dumps(conf)}'", highlight=False, soft_wrap=True)
+    say(f"airflow dags test {dag_id} -c {shlex.quote(json.dumps(conf))}")
     started = time.monotonic()
     with open(log, "w") as f:
         rc = subprocess.call(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, cwd=project_root())
@@ -161,11 +207,11 @@ def main() -> int:
 
     env = airflow_env(sc.description_path)
     console.print(Rule("3. DAG message_format_upgrade (canary broker 1, target v2, leader epoch 0 assigned)"))
-    # assign_leader_epoch: data written before KIP-101 gets leader epoch 0, so it can be tiered in step 5.
-    rc = dags_test("message_format_upgrade", {"cluster": str(sc.description_path), "target_format": "v2",
-                                              "canary_broker": 1, "dry_run": False, "approval": "auto",
-                                              "assign_leader_epoch": True},
-                   env, log=logs / "message_format_upgrade.log")
+    set_connections(env, {SPARK_CONN_ID: DEMO_SPARK})
+    console.print("Every command printed as `$ ...` replays in a terminal at the checkout, with:", highlight=False)
+    say(replay_env(env))
+    rc = dags_test("message_format_upgrade", upgrade_conf(sc.description_path), env,
+                   log=logs / "message_format_upgrade.log")
     if rc:
         failures.append("message_format_upgrade")
     res = validate_paths(all_dirs)
@@ -173,8 +219,8 @@ def main() -> int:
     print_inventory(scan_inventory(sc.log_dirs[:1], deep=True), console)
 
     console.print(Rule("4. DAG zero_checkpoint_unification"))
-    rc = dags_test("zero_checkpoint_unification", {"cluster": str(sc.description_path), "dry_run": False},
-                   env, log=logs / "zero_checkpoint_unification.log")
+    rc = dags_test("zero_checkpoint_unification", unify_conf(sc.description_path), env,
+                   log=logs / "zero_checkpoint_unification.log")
     if rc:
         failures.append("zero_checkpoint_unification")
 
@@ -186,10 +232,7 @@ def main() -> int:
     for s in store.list_runs():
         console.print(f"{s.run_id:52} {s.kind:16} exit {s.exit_code}  {store.run_dir(s.run_id)}/report.html",
                       highlight=False)
-    console.print(f"{len(store.list_runs())} reports (JSON and HTML) under {store.root}; also: kmigrate --home "
-                  f"{demo} report --list, and the 'Migration report' tab of each DAG run in the Airflow UI of "
-                  f"an api-server that reads this home: KMIGRATE_HOME={demo} airflow api-server (or [kmigrate] "
-                  "home in airflow.cfg; docs/operations.md)", highlight=False, soft_wrap=True)
+    closing_hints(demo, env)
     console.print(Rule("7. Verdicts, one line per DAG run"))
     for name, state, verdict in VERDICTS:
         color = "green" if state == "success" and "report ok" in verdict else "red"
@@ -222,7 +265,11 @@ def _tiered(sc, logs: Path) -> list[str]:
                 time.sleep(0.1)
         s3.create_bucket(Bucket=DEMO_BUCKET)
         console.print(f"moto server on {endpoint}, bucket {DEMO_BUCKET}")
-        env = airflow_env(sc.description_path, endpoint)
+        env = airflow_env(sc.description_path)
+        set_connections(env, {S3_CONN_ID: s3_connection(endpoint, DEMO_ACCESS_KEY, DEMO_SECRET_KEY)})
+        console.print(f"(the commands below need this S3 server, which stops at the end of the demo: "
+                      f"moto_server -H 127.0.0.1 -p {port} and a bucket {DEMO_BUCKET} bring one back)",
+                      highlight=False, soft_wrap=True, markup=False)
         base = {"cluster": str(sc.description_path), "bucket": DEMO_BUCKET, "prefix": TIER_PREFIX}
         for i, (label, conf) in enumerate([
             ("scheduled run 1 (everything dirty)", base),

@@ -1,6 +1,7 @@
 """``make ui`` (``python -m migration.demo.ui``): the Airflow UI on the repository's Airflow home.
 
-Starts ``airflow api-server``, ``scheduler`` and ``dag-processor`` with ``AIRFLOW_HOME`` (default
+Starts ``airflow api-server``, ``scheduler``, ``dag-processor`` and ``triggerer`` (deferred tasks
+resume in it; Airflow's home page shows its health) with ``AIRFLOW_HOME`` (default
 ``.airflow``) and ``AIRFLOW_CONFIG`` (default ``airflow.cfg``) both set, so Airflow never writes a
 second ``airflow.cfg`` of its own (one with the example DAGs); the api-server listens on loopback
 only. The processes read kmigrate's home (``--home``, default the demo's ``out/demo``) through
@@ -38,6 +39,7 @@ from types import FrameType
 from typing import NamedTuple
 
 from migration.audit.store import ReportStore, default_report_root
+from migration.demo.connections import DEMO_SPARK, SPARK_CONN_ID, ConnectionSetupError, describe, write_connections
 from migration.settings import ENV_HOME, ENV_OUT, project_root
 
 DEFAULT_PORT = 8080  # Airflow's, when the configuration sets no [api] port
@@ -45,7 +47,9 @@ HOST = "127.0.0.1"
 HEALTH_PATH = "/api/v2/monitor/health"
 SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 # (name shown and log file stem, the airflow subcommand); the api-server's arguments are added.
-COMPONENTS = (("api-server", "api-server"), ("scheduler", "scheduler"), ("dag-processor", "dag-processor"))
+COMPONENTS = (("api-server", "api-server"), ("scheduler", "scheduler"), ("dag-processor", "dag-processor"),
+              ("triggerer", "triggerer"))
+NAMES = ", ".join(name for name, _ in COMPONENTS)
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
 _PROC = Path("/proc")
 
@@ -321,10 +325,10 @@ def process_env(*, airflow_home: Path, config: Path, home: Path, scheduled: bool
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
     })
     env.pop(ENV_OUT, None)
-    # What a run triggered from the UI needs, as `make demo` gives it: Spark on this machine and,
-    # for the demo's home, the demo's cluster as the DAGs' default.
+    # What a run triggered from the UI needs, as `make demo` gives it: Spark on this machine (the
+    # connection spark_default, written into Airflow's database by main) and, for the demo's
+    # home, the demo's cluster as the DAGs' default.
     env.setdefault("PYSPARK_PYTHON", sys.executable)
-    env.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
     cluster = home / "cluster" / "cluster.json"
     if cluster.is_file():
         env.setdefault("KMIGRATE_CLUSTER", str(cluster))
@@ -377,8 +381,8 @@ def _port_arg(value: str) -> int:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     root = checkout()
-    p = argparse.ArgumentParser(prog="make ui", description="The Airflow UI (api-server, scheduler, dag-processor) "
-                                "on the repository's Airflow home, with the demo's runs; Ctrl-C stops it.")
+    p = argparse.ArgumentParser(prog="make ui", description=f"The Airflow UI ({NAMES}) on the repository's "
+                                "Airflow home, with the demo's runs; Ctrl-C stops it.")
     p.add_argument("--port", type=_port_arg, default=None,
                    help=f"port of the api-server on {HOST} (default: [api] port of the configuration, "
                         f"{DEFAULT_PORT} unless set, or a free one when that is taken; 0: a free one)")
@@ -399,12 +403,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def _serve(launcher: Launcher, airflow: str, env: dict[str, str], *, port: int, config: Path,
            start_timeout: float) -> int:
-    """Start the three, wait for the api-server, then until one ends or a signal comes."""
+    """Start them all, wait for the api-server, then until one ends or a signal comes."""
     origin = f"http://{HOST}:{port}"
     for name, sub in COMPONENTS:
         extra = ["--host", HOST, "--port", str(port)] if name == "api-server" else []
         launcher.start(name, [airflow, sub, *extra], env)
-    print("starting the api-server, the scheduler and the dag-processor ...", flush=True)
+    print(f"starting {NAMES} ...", flush=True)
     failure = _wait(launcher, lambda: healthy(origin), start_timeout)
     if failure is None:
         print(f"\nAirflow UI: {origin}/\n  {login_hint(config, env)}\n"
@@ -449,7 +453,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"kmigrate home: {home} (reports: {reports}, {runs} run report(s))", flush=True)
     if runs == 0:
         print("  no reports there yet: `make demo` writes the demo's; --home DIR reads another home", flush=True)
-    print(f"port: {port} ({port_note}); logs: {log_dir}/{{api-server,scheduler,dag-processor}}.log", flush=True)
+    print(f"port: {port} ({port_note}); logs: {log_dir}/{{{','.join(n for n, _ in COMPONENTS)}}}.log", flush=True)
+    try:
+        # As a user sets it (docs/operations.md, "Connections"); one already there is kept.
+        written = write_connections(env, {SPARK_CONN_ID: DEMO_SPARK}, missing_only=True)
+    except (ConnectionSetupError, OSError, subprocess.SubprocessError) as e:
+        print(f"make ui: {e}", file=sys.stderr, flush=True)
+        return 1
+    print("connection " + (f"{describe(SPARK_CONN_ID, DEMO_SPARK)} written into Airflow's database" if written
+                           else f"{SPARK_CONN_ID}: the one in Airflow's database"), flush=True)
 
     launcher = Launcher(stop_timeout=args.stop_timeout, log_dir=log_dir)
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -467,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     if left:
         print(f"make ui: could not stop pid(s) {', '.join(map(str, left))}", file=sys.stderr, flush=True)
         return 1
-    print("stopped: api-server, scheduler, dag-processor", flush=True)
+    print(f"stopped: {NAMES}", flush=True)
     return code
 
 

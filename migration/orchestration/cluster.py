@@ -60,6 +60,8 @@ class ClusterDescription(BaseModel):
         default_factory=list, description="Topics the operator keeps out of migrations: reported ineligible with "
         "their reason, never a failure. A plain topic name keeps it out of every migration.")
     topic_configs: dict[str, dict[str, str]] = Field(default_factory=dict)
+    spark_on_yarn: bool = Field(default=False, description="The DAGs' Spark jobs go to YARN: only then may the "
+                                "spark_default connection's master be yarn (else the DAG's first task refuses)")
 
     @model_validator(mode="after")
     def _unique_ids(self) -> ClusterDescription:

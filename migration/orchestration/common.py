@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -18,6 +18,9 @@ from migration.orchestration.cluster import ClusterDescription
 from migration.runtime.engine import SPARK_SETTINGS
 from migration.runtime.runs import RunDir
 from migration.settings import project_root
+
+if TYPE_CHECKING:
+    from migration.runtime.airflow_adapter import ConnectionInfo
 
 RUN_UNITS_APP = str(Path(__file__).resolve().parents[1] / "orchestration" / "spark_app.py")
 
@@ -54,6 +57,95 @@ def run_id_for(dag_run_id: str, *parts: object) -> str:
     return rid
 
 
+SPARK_CONN_ID = "spark_default"
+SPARK_CONN_HOW = ("airflow connections add spark_default --conn-type spark --conn-host 'local[2]' (or your master), "
+                  "or AIRFLOW_CONN_SPARK_DEFAULT='{\"conn_type\": \"spark\", \"host\": \"local[2]\"}' "
+                  "(docs/operations.md, \"Connections\")")
+
+
+class SparkConnectionError(ValueError):
+    """``spark_default`` is missing, or sends the DAG's Spark jobs to YARN unasked: one line that
+    names the connection and how to set it."""
+
+
+def spark_master(conn: ConnectionInfo | None) -> str:
+    """The master the Spark provider's SparkSubmitHook submits to with connection ``conn``
+    (its ``_resolve_connection``): ``yarn`` without one."""
+    if conn is None:
+        return "yarn"
+    if conn.conn_type == "spark" and conn.host and ("://" in conn.host or not conn.port):
+        master = conn.host
+    else:
+        master = f"{conn.conn_type}://{conn.host or ''}"
+    return f"{master}:{conn.port}" if conn.port else master
+
+
+def check_spark_connection(desc: ClusterDescription, *, conn_id: str = SPARK_CONN_ID,
+                           lookup: Callable[[str], ConnectionInfo | None] | None = None) -> str:
+    """The Spark master of the DAG's Spark jobs, checked before anything is submitted: a missing
+    ``spark_default`` (the provider falls back to YARN) or one whose master is YARN while the
+    cluster description does not say ``spark_on_yarn: true`` raises :class:`SparkConnectionError`."""
+    if lookup is None:
+        from migration.runtime.airflow_adapter import find_connection as lookup
+    conn = lookup(conn_id)
+    if conn is None:
+        raise SparkConnectionError(f"Airflow connection {conn_id} is missing (the Spark provider would submit to "
+                                   f"YARN); set it: {SPARK_CONN_HOW}")
+    master = spark_master(conn)
+    if master.split("://")[0].split(":")[0] == "yarn" and not desc.spark_on_yarn:
+        raise SparkConnectionError(f"Airflow connection {conn_id} submits to YARN (master {master}) but the cluster "
+                                   "description does not set spark_on_yarn: true; point it at your Spark master: "
+                                   f"airflow connections delete {conn_id}, then {SPARK_CONN_HOW}")
+    return master
+
+
+STEP_FAILURE = "step-failure.json"
+
+
+class StepFailure(BaseModel):
+    """What a step's Spark job left when it failed before its step wrote a report: written by
+    the operator (plugins/kmigrate_operators.py) into the step's run directory, read into the
+    DAG run's report. The command is masked as the Spark provider masks it; no environment."""
+
+    task_id: str
+    command: str | None = None
+    exit_code: int | None = None
+    master: str | None = None
+    log_tail: list[str] = []
+    error: str | None = None
+
+    def describe(self, run_id: str) -> str:
+        tail = "\n".join(self.log_tail[-10:]) or "(no output)"
+        return (f"step {run_id} failed before writing a report: task {self.task_id} ran "
+                f"`{self.command or 'spark-submit'}` (Spark master {self.master or 'unknown'}), "
+                f"exit code {self.exit_code if self.exit_code is not None else 'unknown'}"
+                + (f": {self.error}" if self.error else "") + f"; last lines of its log:\n{tail}")
+
+
+def job_run_id(application_args: list[str]) -> str | None:
+    """The run id of a Spark job's arguments (``--job <home>/runs/<run id>/job.json``)."""
+    args = [str(a) for a in application_args or []]
+    if "--job" in args[:-1]:
+        return Path(args[args.index("--job") + 1]).parent.name
+    return None
+
+
+def record_step_failure(application_args: list[str], failure: StepFailure) -> None:
+    run_id = job_run_id(application_args)
+    if run_id is not None:
+        RunDir(run_id).write(STEP_FAILURE, failure.model_dump(mode="json"))
+
+
+def step_failure(run_id: str) -> StepFailure | None:
+    from migration.settings import runs_dir
+
+    path = runs_dir() / run_id / STEP_FAILURE
+    try:
+        return StepFailure.model_validate_json(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
 def spark_job_args(run_id: str) -> list[str]:
     rd = RunDir(run_id)
     return ["--job", str(rd.job_path), "--results", str(rd.results_path)]
@@ -72,18 +164,26 @@ def spark_env() -> dict[str, str]:
 
 def merge_reports(kind: RunKind | str, run_ids: list[str], *, run_id: str, params: dict[str, Any],
                   dag_id: str | None = None, dag_run_id: str | None = None,
-                  store: ReportStore | None = None) -> RunReport:
+                  store: ReportStore | None = None, also_failed: list[str] = ()) -> RunReport:
     """One report for the DAG run: every broker's units, plans, warnings, errors, refusals;
     saved in ``store`` (with its sinks, such as the bucket). It names every step it merged
-    (``steps``, a missing one too), so the DAG run's report page links each step's report."""
+    (``steps``, a missing one too), so the DAG run's report page links each step's report. A
+    step whose Spark job failed before a report was written says why (:class:`StepFailure`),
+    and so do the steps of ``also_failed`` (not merged: a preflight) when theirs failed."""
     store = store or ReportStore()
     merged = RunReport.start(kind, params, run_id=run_id, dag_id=dag_id, dag_run_id=dag_run_id)
+    for rid in also_failed:
+        failure = step_failure(rid)
+        if failure is not None:
+            merged.error(failure.describe(rid))
     events: list[tuple] = []  # (time, units done, bytes done) increments of every step's timeline
     for rid in run_ids:
         try:
             r = store.load(rid)
         except ReportNotFound:
-            merged.error(f"no report for step {rid}: the step failed before writing one, or did not run")
+            failure = step_failure(rid)
+            merged.error(failure.describe(rid) if failure is not None else
+                         f"no report for step {rid}: the step failed before writing one, or did not run")
             merged.steps.append(StepRef(run_id=rid))
             continue
         merged.steps.append(StepRef.of(r))

@@ -18,7 +18,13 @@ from migration.migrations.tier.options import TierOptions, describe_invalid_opti
 from migration.migrations.tier.plan import PartitionParams, TierPrepare, prepare_tier
 from migration.migrations.tier.s3 import S3ReportSink, s3_settings_from_airflow_connection
 from migration.migrations.tier.store import StoreArgumentError, StoreUnavailable
-from migration.orchestration.common import dag_params, load_cluster, merge_reports, run_id_for
+from migration.orchestration.common import (
+    check_spark_connection,
+    dag_params,
+    load_cluster,
+    merge_reports,
+    run_id_for,
+)
 from migration.orchestration.incremental import begin_incremental, finish_incremental, load_plan, session_info
 from migration.runtime.runs import RunDir
 
@@ -44,7 +50,10 @@ def params_of(raw: dict[str, Any]) -> TierParams:
 
 
 def brokers(raw: dict[str, Any]) -> list[int]:
-    known = [b.id for b in load_cluster(raw.get("cluster")).brokers]
+    """The DAG's first task: the brokers to work on; the Spark connection checked first."""
+    desc = load_cluster(raw.get("cluster"))
+    check_spark_connection(desc)
+    known = [b.id for b in desc.brokers]
     wanted = [int(b) for b in raw.get("brokers") or known]
     unknown = sorted(set(wanted) - set(known))
     if unknown:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from migration.formats.digest import CURRENT_ALGORITHM, LEGACY_ALGORITHM
 from migration.migrations.unify import UnifyOptions, detect_state, finalize_unify, prepare_unify, verify_unified
-from migration.orchestration.common import dag_params, load_cluster, run_id_for
+from migration.orchestration.common import check_spark_connection, dag_params, load_cluster, run_id_for
 from migration.runtime.runs import RunDir
 
 STATES_BEFORE = "states-before.json"
@@ -52,7 +52,9 @@ def unify_run_id(dag_run_id: str) -> str:
 
 
 def preflight_step(params: dict[str, Any], dag_run_id: str) -> list[dict[str, Any]]:
-    """Detect each controller's state (cases 1-5); keep it for verification."""
+    """The DAG's first task: check the Spark connection, detect each controller's state (cases
+    1-5) and keep it for verification."""
+    check_spark_connection(load_cluster(dag_params(UnifyDagParams, params).cluster))
     states = [detect_state(d).model_dump(mode="json") for d in metadata_dirs(params).values()]
     RunDir(unify_run_id(dag_run_id)).write(STATES_BEFORE, states)
     return [{"log_dir": s["log_dir"], "case": s["case"], "description": s["description"],

@@ -15,9 +15,16 @@ from migration.logdir.validation import validate_paths
 from migration.migrations.upgrade.driver import UpgradeOptions, finalize_upgrade, prepare_upgrade, rollback_run
 from migration.migrations.upgrade.options import TargetFormat
 from migration.migrations.upgrade.preflight import PreflightPrepare, finalize_preflight, prepare_preflight
-from migration.orchestration.common import dag_params, load_cluster, merge_reports, run_id_for
+from migration.orchestration.common import (
+    check_spark_connection,
+    dag_params,
+    load_cluster,
+    merge_reports,
+    run_id_for,
+)
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused
+from migration.settings import runs_dir
 
 VERIFY_MARKER = "verify.json"
 ROLLBACK_MARKER = "rollback.json"
@@ -73,6 +80,14 @@ def plan_rollout(raw: dict[str, Any]) -> RolloutPlan:
                              excluded_topics=desc.exclusions("upgrade"))
     return RolloutPlan(cluster=params.cluster, canary=canary, rest=[b for b in wanted if b != canary],
                        options=options, log_dirs={b.id: list(b.log_dirs) for b in desc.brokers if b.id in wanted})
+
+
+def plan_step(raw: dict[str, Any]) -> dict[str, Any]:
+    """The DAG's first task: the rollout's order, and the Spark master its jobs will go to
+    (``spark_default`` checked before anything is submitted)."""
+    plan = plan_rollout(raw)
+    master = check_spark_connection(load_cluster(plan.cluster))
+    return {"canary": plan.canary, "rest": plan.rest, "spark_master": master}
 
 
 def broker_run_id(dag_run_id: str, broker_id: int) -> str:
@@ -165,8 +180,10 @@ def rollback_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[
     """Restore the broker's originals (a no-op when nothing was changed)."""
 
     rid = broker_run_id(dag_run_id, broker_id)
-    if not RunDir(rid).job_path.exists():
-        return {"run_id": rid, "rolled_back": False, "reason": "the broker's upgrade never started"}
+    if not (runs_dir() / rid / "job.json").exists():
+        from migration.runtime.airflow_adapter import skip_task  # lazy: Airflow only in its tasks
+
+        skip_task(f"nothing to roll back: broker {broker_id}'s upgrade never started (run {rid} planned no job)")
     report = rollback_run(rid)
     RunDir(rid).write(ROLLBACK_MARKER, {"rollback_run_id": report.run_id, "exit_code": report.exit_code()})
     return {"run_id": report.run_id, "rolled_back": True, "exit_code": report.exit_code()}
@@ -200,4 +217,4 @@ def final_report(plan: RolloutPlan, dag_id: str, dag_run_id: str) -> RunReport:
     or never reached because the rollout stopped) is an error of the DAG run."""
     steps = [broker_run_id(dag_run_id, b) for b in [plan.canary, *plan.rest]]
     return merge_reports(RunKind.UPGRADE, steps, run_id=run_id_for(dag_run_id), params=plan.model_dump(mode="json"),
-                         dag_id=dag_id, dag_run_id=dag_run_id)
+                         dag_id=dag_id, dag_run_id=dag_run_id, also_failed=[run_id_for(dag_run_id, "preflight")])

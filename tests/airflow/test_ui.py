@@ -1,4 +1,4 @@
-"""``make ui`` (``python -m migration.demo.ui``): the api-server, scheduler and dag-processor on an
+"""``make ui`` (``python -m migration.demo.ui``): the api-server, scheduler, dag-processor and triggerer on an
 Airflow home, with kmigrate's home given by ``--home``. In headless Chromium the DAG list shows
 the DAGs with the DAG run, the DAG run's "Migration report" tab frames the plugin's page and that
 page is the DAG run's merged report; Ctrl-C (SIGINT to the launcher's process group, as a
@@ -175,11 +175,14 @@ def test_make_ui_shows_the_dag_runs_report_and_stops_everything(airflow_base_env
         assert status == 200 and json.loads(body)["total_entries"] == 0, body
 
         started_procs = _descendants(launcher.pid)
-        # The api-server, the scheduler, the dag-processor (each in a session of its own), and
+        # The triggerer runs: Airflow's home page shows it healthy (deferred tasks resume in it).
+        _until("a healthy triggerer", lambda: json.loads(_call(origin + "/api/v2/monitor/health")[1])
+               .get("triggerer", {}).get("status") == "healthy", 120, launcher, out)
+        # The api-server, the scheduler, the dag-processor, the triggerer (each in a session of its own), and
         # what they started in turn (in those sessions: a process group may change, a session
         # only by setsid, which no Airflow component here calls).
         children = [pid for pid, (ppid, _, _) in started_procs.items() if ppid == launcher.pid]
-        assert len(children) == 3 and all(started_procs[pid][1] == pid for pid in children)
+        assert len(children) == 4 and all(started_procs[pid][1] == pid for pid in children)  # and the triggerer
         sessions = {launcher.pid, *children}
         assert {sid for _, sid, _ in started_procs.values()} <= sessions
     finally:
@@ -191,7 +194,7 @@ def test_make_ui_shows_the_dag_runs_report_and_stops_everything(airflow_base_env
                 os.killpg(launcher.pid, signal.SIGKILL)
     text = out.read_text()
     assert rc == 0, text[-3000:]
-    assert "Traceback" not in text and "stopped: api-server, scheduler, dag-processor" in text, text[-3000:]
+    assert "Traceback" not in text and "stopped: api-server, scheduler, dag-processor, triggerer" in text, text[-3000:]
     now = _procs()
     assert [p for p, (_, _, start) in started_procs.items() if p in now and now[p][2] == start] == []
     assert [p for p, (_, sid, _) in now.items() if sid in sessions] == []
