@@ -1,11 +1,12 @@
-"""Build of the compiled record core (``migration.formats._ccore``, docs/architecture.md).
+"""Build of the compiled record core (the ``_c*.pyx`` modules of ``migration/formats`` and the
+rewrite's ``migration/migrations/upgrade/_crewrite.pyx``, docs/architecture.md, "The record core").
 
-Everything else of the package is declared in pyproject.toml. The extension is optional: when
-it cannot be compiled (no C compiler, no Python headers) the install goes on without it, says
+Everything else of the package is declared in pyproject.toml. The extensions are optional: when
+they cannot be compiled (no C compiler, no Python headers) the install goes on without them, says
 so, and the package runs on its pure-Python core (``migration.formats.core`` picks the core at
 import). Only a C compiler and the Python headers are needed: the CRC code is vendored in
-``migration/formats/_cvendor``. The C that Cython generates goes to ``build/`` (never
-committed).
+``migration/formats/_cvendor`` (linked into ``_ccrc`` only: every other module checksums through
+it). The C that Cython generates goes to ``build/`` (never committed).
 """
 
 from __future__ import annotations
@@ -17,8 +18,17 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.errors import CCompilerError, CompileError, ExecError, LinkError, PlatformError
 
-CORE = "migration.formats._ccore"
 VENDOR = "migration/formats/_cvendor"
+# Every compiled module, with the C sources it links besides its .pyx.
+EXTENSIONS: dict[str, list[str]] = {
+    "migration.formats._clayout": [],
+    "migration.formats._ccrc": [f"{VENDOR}/kcrc.c"],
+    "migration.formats._clegacy": [],
+    "migration.formats._crecord_batch": [],
+    "migration.formats._ccompression": [],
+    "migration.formats._cwalker": [],
+    "migration.migrations.upgrade._crewrite": [],
+}
 # Set to 1 to install without the compiled core (as on a machine without a compiler).
 SKIP_ENV = "KMIGRATE_NO_EXTENSION"
 
@@ -51,12 +61,12 @@ def _extensions() -> list[Extension]:
         return []
     from Cython.Build import cythonize
 
-    core = Extension(
-        CORE,
-        sources=["migration/formats/_ccore.pyx", f"{VENDOR}/kcrc.c"],
-        include_dirs=[VENDOR],
-        extra_compile_args=["-O3", "-Wno-unused-function"],
-    )
+    modules = [
+        Extension(name, sources=[name.replace(".", "/") + ".pyx", *c_sources], include_dirs=[VENDOR],
+                  extra_compile_args=["-O3", "-Wno-unused-function"])
+        for name, c_sources in EXTENSIONS.items()
+        if os.path.exists(name.replace(".", "/") + ".pyx")
+    ]
     directives = {
         "language_level": 3,
         "boundscheck": False,
@@ -65,7 +75,7 @@ def _extensions() -> list[Extension]:
         "initializedcheck": False,
         "embedsignature": True,
     }
-    return cythonize([core], build_dir="build/cython", compiler_directives=directives, quiet=True)
+    return cythonize(modules, build_dir="build/cython", compiler_directives=directives, quiet=True)
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})

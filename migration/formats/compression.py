@@ -19,12 +19,14 @@ lz4     Kafka's subset of the LZ4 frame format v1.5.1:
 zstd    standard zstd frames, only inside v2 batches.
 
 Libraries: in Python, gzip is read with ISA-L (``isal``) and written with libdeflate (``deflate``)
-at Kafka's default level, zlib standing in for either when its package cannot be imported; while
-the compiled record core is active, core.py installs its gzip pair instead, which calls
-libdeflate (the deflate package's copy) from C and hands every stream it does not take, and
-every error, to this module's reader (:func:`codec_libraries` says which are active). snappy,
-lz4 and zstd are cramjam's raw block calls, framed here (and for one-block frames in the
-compiled core). Kafka needs any valid gzip stream, not zlib's bytes: its reader is
+at Kafka's default level, zlib standing in for either when its package cannot be imported. The
+functions that run are chosen once into a :class:`Codecs` object per record core:
+:data:`PYTHON_CODECS` here, and the compiled core's (``_ccompression.CODECS``), whose gzip pair
+calls libdeflate (the deflate package's copy) from C and hands every stream it does not take,
+and every error, to this module's reader; ``core.py`` makes the active core's object the one
+:func:`compress` and :func:`decompress` use (:func:`activate`; :func:`codec_libraries` says
+which run). snappy, lz4 and zstd are cramjam's raw block calls, framed here (and for one-block
+frames in the compiled core). Kafka needs any valid gzip stream, not zlib's bytes: its reader is
 ``GZIPInputStream`` (GzipCompression.java).
 
 Source of the facts: docs/formats.md §1.8.
@@ -33,7 +35,9 @@ Source of the facts: docs/formats.md §1.8.
 from __future__ import annotations
 
 import struct
+import sys
 import threading
+import types
 import zlib
 from collections.abc import Callable
 from typing import Protocol
@@ -176,21 +180,16 @@ def _gzip_reader(decompressobj: Callable[[int], _Inflater], error: type[Exceptio
 gzip_decompress_zlib = _gzip_reader(zlib.decompressobj, zlib.error)
 gzip_decompress_isal = None if isal_zlib is None else _gzip_reader(isal_zlib.decompressobj, isal_zlib.error)
 
-# The Python pair, chosen once at import: the fastest importable. core.py installs the compiled
-# core's pair (libdeflate called from C, falling back to these) in the names below while that core
-# is active, or this pair. Tests swap these names.
+# The Python pair, chosen once at import: the fastest importable (the compiled core's gzip pair
+# falls back to these two names, looked up at each call: tests swap them).
 gzip_decompress_py = gzip_decompress_zlib if gzip_decompress_isal is None else gzip_decompress_isal
 gzip_compress_py = gzip_compress_zlib if deflate is None else gzip_compress_libdeflate
-gzip_decompress = gzip_decompress_py
-gzip_compress = gzip_compress_py
-# What core.py says the installed compiled pair calls ("libdeflate"); None while it is not installed.
-gzip_compiled: str | None = None
 
 
 # ---------------------------------------------------------------- snappy (xerial)
 
 
-def snappy_compress(data: Data) -> bytes:
+def snappy_compress_py(data: Data) -> bytes:
     n = len(data)
     if 0 < n <= SNAPPY_BLOCK_SIZE:  # one block: nearly every wrapper
         block = cramjam.snappy.compress_raw(data)
@@ -223,7 +222,7 @@ def _snappy_raw_decompress(block: memoryview, position: int) -> bytes:
         raise CorruptRecordError(f"bad snappy block: {exc}", position=position) from None
 
 
-def snappy_decompress(data: Data) -> bytes:
+def snappy_decompress_py(data: Data) -> bytes:
     view = memoryview(data)
     end = len(view)
     if end > 22 and view[:8] == SNAPPY_XERIAL_MAGIC and _I32.unpack_from(view, 16)[0] == end - 20:
@@ -270,7 +269,7 @@ def _snappy_stream(view: memoryview) -> bytes:
 # ---------------------------------------------------------------- lz4 (Kafka frame)
 
 
-def lz4_compress(data: Data, magic: int) -> bytes:
+def lz4_compress_py(data: Data, magic: int) -> bytes:
     header = LZ4_HEADER_V0 if magic == MAGIC_V0 else LZ4_HEADER
     n = len(data)
     if 0 < n <= LZ4_BLOCK_SIZE:  # one block: nearly every wrapper
@@ -310,7 +309,7 @@ def _lz4_scratch(size: int) -> memoryview:
     return view if len(view) == size else view[:size]
 
 
-def lz4_decompress(data: Data, magic: int) -> bytes:
+def lz4_decompress_py(data: Data, magic: int) -> bytes:
     view = memoryview(data)
     end = len(view)
     if end > 15 and (view[:7] == LZ4_HEADER if magic != MAGIC_V0 else view[:6] == _LZ4_PREFIX):
@@ -402,13 +401,6 @@ def _lz4_frame(view: memoryview, magic: int) -> bytes:
     return b"".join(out)
 
 
-# The framing above in Python: the reference, and what the compiled core's framing of one-block
-# frames (``_ccore.snappy_*``, ``lz4_*``) falls back to. core.py installs one pair or the other in
-# the names above, with the record core it selects.
-snappy_compress_py, snappy_decompress_py = snappy_compress, snappy_decompress
-lz4_compress_py, lz4_decompress_py = lz4_compress, lz4_decompress
-
-
 # ---------------------------------------------------------------- zstd
 
 
@@ -423,6 +415,86 @@ def zstd_decompress(data: Data) -> bytes:
         raise CorruptRecordError(f"bad zstd frame: {exc}", position=0) from None
 
 
+# ---------------------------------------------------------------- the codec functions that run
+
+
+class Codecs:
+    """The codec functions one record core runs, chosen once when it is built: the gzip pair,
+    the snappy and LZ4 framing, and what the gzip pair calls from C (``gzip_library``:
+    ``"libdeflate"``, or None for the Python pair). :data:`PYTHON_CODECS` is the Python core's;
+    the compiled core fills its own (``_ccompression.CODECS``). :func:`activate` makes one the
+    one :func:`compress` and :func:`decompress` use."""
+
+    __slots__ = ("gzip_compress", "gzip_decompress", "gzip_library", "lz4_compress", "lz4_decompress",
+                 "snappy_compress", "snappy_decompress")
+
+    def __init__(self, *, gzip_decompress: Callable[[Data], bytes], gzip_compress: Callable[[Data], bytes],
+                 snappy_decompress: Callable[[Data], bytes], snappy_compress: Callable[[Data], bytes],
+                 lz4_decompress: Callable[[Data, int], bytes], lz4_compress: Callable[[Data, int], bytes],
+                 gzip_library: str | None = None) -> None:
+        self.gzip_decompress = gzip_decompress
+        self.gzip_compress = gzip_compress
+        self.snappy_decompress = snappy_decompress
+        self.snappy_compress = snappy_compress
+        self.lz4_decompress = lz4_decompress
+        self.lz4_compress = lz4_compress
+        self.gzip_library = gzip_library
+
+    def __repr__(self) -> str:
+        return f"Codecs(gzip_library={self.gzip_library!r})"
+
+
+PYTHON_CODECS = Codecs(gzip_decompress=gzip_decompress_py, gzip_compress=gzip_compress_py,
+                       snappy_decompress=snappy_decompress_py, snappy_compress=snappy_compress_py,
+                       lz4_decompress=lz4_decompress_py, lz4_compress=lz4_compress_py)
+_active = PYTHON_CODECS
+
+
+def activate(codecs: Codecs) -> None:
+    """Make ``codecs`` the functions :func:`compress` and :func:`decompress` call (``core.py``,
+    with the record core it selects)."""
+    global _active
+    _active = codecs
+
+
+def active() -> Codecs:
+    """The :class:`Codecs` that run."""
+    return _active
+
+
+# The active object's functions under this module's names, for callers and tests that name them
+# (``compression.gzip_decompress``): properties of the module's class that read through to it and
+# set on it (a test's monkeypatch), never globals rebound.
+gzip_decompress: Callable[[Data], bytes]
+gzip_compress: Callable[[Data], bytes]
+snappy_decompress: Callable[[Data], bytes]
+snappy_compress: Callable[[Data], bytes]
+lz4_decompress: Callable[[Data, int], bytes]
+lz4_compress: Callable[[Data, int], bytes]
+
+
+def _active_codec(name: str) -> property:
+    def get(_module: types.ModuleType) -> Callable[..., bytes]:
+        return getattr(_active, name)  # type: ignore[no-any-return]
+
+    def put(_module: types.ModuleType, function: Callable[..., bytes]) -> None:
+        setattr(_active, name, function)
+
+    return property(get, put, doc=f"The active Codecs' {name}.")
+
+
+class _CompressionModule(types.ModuleType):
+    gzip_decompress = _active_codec("gzip_decompress")
+    gzip_compress = _active_codec("gzip_compress")
+    snappy_decompress = _active_codec("snappy_decompress")
+    snappy_compress = _active_codec("snappy_compress")
+    lz4_decompress = _active_codec("lz4_decompress")
+    lz4_compress = _active_codec("lz4_compress")
+
+
+sys.modules[__name__].__class__ = _CompressionModule
+
+
 # ---------------------------------------------------------------- dispatch
 
 # Module-level aliases: an enum attribute lookup costs about 80 ns, a global 10.
@@ -431,11 +503,11 @@ _GZIP, _SNAPPY, _LZ4, _ZSTD = Compression.GZIP, Compression.SNAPPY, Compression.
 
 def compress(codec: Compression, data: Data, magic: int) -> bytes:
     if codec is _GZIP:
-        return gzip_compress(data)
+        return _active.gzip_compress(data)
     if codec is _SNAPPY:
-        return snappy_compress(data)
+        return _active.snappy_compress(data)
     if codec is _LZ4:
-        return lz4_compress(data, magic)
+        return _active.lz4_compress(data, magic)
     if codec is _ZSTD:
         if magic < MAGIC_V2:
             raise UnsupportedCodecError("zstd is not allowed below magic 2", found="zstd")
@@ -447,11 +519,11 @@ def decompress(codec: Compression, data: Data, magic: int) -> bytes:
     """Decompress a wrapper value (v0/v1) or the records of a v2 batch. Positions in raised
     errors are relative to ``data``."""
     if codec is _GZIP:
-        return gzip_decompress(data)
+        return _active.gzip_decompress(data)
     if codec is _SNAPPY:
-        return snappy_decompress(data)
+        return _active.snappy_decompress(data)
     if codec is _LZ4:
-        return lz4_decompress(data, magic)
+        return _active.lz4_decompress(data, magic)
     if codec is _ZSTD:
         return zstd_decompress(data)
     raise UnsupportedCodecError("cannot decompress with codec", found=codec)
@@ -464,13 +536,14 @@ def codec_libraries() -> dict[str, str]:
     cram = f"cramjam {cramjam.__version__}"
     isal_name = None if isal is None else f"isal {isal.__version__} (ISA-L {isal.ISAL_VERSION})"
     libdeflate_name = None if deflate is None else f"libdeflate (deflate {deflate.__version__})"
-    reader = isal_name if gzip_decompress is gzip_decompress_isal and isal_name else zlib_name
-    writer = f"{libdeflate_name if gzip_compress is gzip_compress_libdeflate and libdeflate_name else zlib_name}, " \
+    gunzip, gzip, compiled = _active.gzip_decompress, _active.gzip_compress, _active.gzip_library
+    reader = isal_name if gunzip is gzip_decompress_isal and isal_name else zlib_name
+    writer = f"{libdeflate_name if gzip is gzip_compress_libdeflate and libdeflate_name else zlib_name}, " \
              f"level {GZIP_LEVEL}"
-    if gzip_compiled and libdeflate_name and gzip_decompress not in (gzip_decompress_zlib, gzip_decompress_isal):
+    if compiled and libdeflate_name and gunzip not in (gzip_decompress_zlib, gzip_decompress_isal):
         fallback = isal_name if gzip_decompress_py is gzip_decompress_isal and isal_name else zlib_name
         reader = f"{libdeflate_name} from the compiled core, {fallback} for other streams"
-    if gzip_compiled and libdeflate_name and gzip_compress not in (gzip_compress_zlib, gzip_compress_libdeflate):
+    if compiled and libdeflate_name and gzip not in (gzip_compress_zlib, gzip_compress_libdeflate):
         writer = f"{libdeflate_name} from the compiled core, level {GZIP_LEVEL}"
     return {
         "gzip read": reader,

@@ -1,0 +1,85 @@
+# cython: language_level=3
+"""Shared C declarations of the compiled record core: big-endian loads and stores
+(``_cvendor/kbytes.h``), buffers of Python objects, and the growable output buffer every
+writer fills. Declarations and inline functions only: each module that cimports them gets its
+own inlined copy (docs/architecture.md, "The record core")."""
+
+from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.memoryview cimport PyMemoryView_FromMemory
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
+from libc.stdlib cimport free, realloc
+
+cdef extern from "kbytes.h":
+    int16_t kb_i16(const unsigned char *p) nogil
+    int32_t kb_i32(const unsigned char *p) nogil
+    uint32_t kb_u32(const unsigned char *p) nogil
+    int64_t kb_i64(const unsigned char *p) nogil
+    void kb_put_i16(unsigned char *p, int16_t x) nogil
+    void kb_put_i32(unsigned char *p, int32_t x) nogil
+    void kb_put_u32(unsigned char *p, uint32_t x) nogil
+    void kb_put_i64(unsigned char *p, int64_t x) nogil
+    int kb_add_ovf(int64_t a, int64_t b, int64_t *r) nogil
+    int kb_sub_ovf(int64_t a, int64_t b, int64_t *r) nogil
+
+cdef enum:
+    INT32_MAX = 2147483647
+
+cdef extern from *:
+    """
+    #define KMIGRATE_INT64_MAX ((int64_t)9223372036854775807LL)
+    #define KMIGRATE_INT64_MIN (-KMIGRATE_INT64_MAX - 1)
+    """
+    int64_t INT64_MAX_ "KMIGRATE_INT64_MAX"
+    int64_t INT64_MIN_ "KMIGRATE_INT64_MIN"
+
+
+cdef inline int get_view(object obj, Py_buffer *view) except -1:
+    return PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+
+
+# ---------------------------------------------------------------- growable output
+
+
+cdef struct Buf:
+    unsigned char *p
+    Py_ssize_t n
+    Py_ssize_t cap
+
+
+cdef inline int buf_reserve(Buf *b, Py_ssize_t extra) noexcept nogil:
+    """Room for ``extra`` more bytes; -1 when memory runs out."""
+    cdef Py_ssize_t need = b.n + extra
+    cdef Py_ssize_t cap
+    cdef unsigned char *q
+    if need <= b.cap:
+        return 0
+    cap = b.cap * 2 if b.cap else 4096
+    if cap < need:
+        cap = need
+    q = <unsigned char *>realloc(b.p, <size_t>cap)
+    if q == NULL:
+        return -1
+    b.p = q
+    b.cap = cap
+    return 0
+
+
+cdef inline void buf_free(Buf *b) noexcept nogil:
+    free(b.p)
+    b.p = NULL
+    b.n = 0
+    b.cap = 0
+
+
+cdef inline bytes buf_bytes(Buf *b):
+    return PyBytes_FromStringAndSize(<char *>b.p if b.n else NULL, b.n)
+
+
+cdef inline object buf_view(Buf *b):
+    """A read-only memoryview of the buffer's bytes, no copy. Only for a call that does not
+    keep it: the caller releases it when the call returns (after that, anything that kept it
+    gets an error, never bytes the buffer holds by then)."""
+    if not b.n:
+        return memoryview(b"")
+    return PyMemoryView_FromMemory(<char *>b.p, b.n, PyBUF_READ)

@@ -1,0 +1,55 @@
+# cython: language_level=3
+"""Kafka's zig-zag varints (docs/formats.md §0.1) in C, the twin of ``varint.py``: inline
+functions only, compiled into each module that cimports them."""
+
+from libc.stdint cimport int64_t, uint64_t
+
+
+cdef inline int rd_varint(const unsigned char *d, Py_ssize_t *pos, Py_ssize_t limit, int max_bytes,
+                          int64_t *out) noexcept nogil:
+    """A zig-zag varint of at most ``max_bytes`` bytes, all before ``limit``: 1 and the value,
+    or 0 (cut short, too long, or a varlong whose value does not fit 64 bits)."""
+    cdef Py_ssize_t p = pos[0]
+    cdef uint64_t u = 0
+    cdef uint64_t b
+    cdef int shift = 0
+    cdef int i
+    for i in range(max_bytes):
+        if p >= limit:
+            return 0
+        b = d[p]
+        p += 1
+        if shift == 63:
+            if (b & 0x7F) > 1:
+                return 0
+            u |= (b & 0x7F) << 63
+        elif shift > 63:
+            if b & 0x7F:
+                return 0
+        else:
+            u |= (b & 0x7F) << shift
+        if b < 0x80:
+            pos[0] = p
+            out[0] = <int64_t>((u >> 1) ^ (<uint64_t>0 - (u & 1)))
+            return 1
+        shift += 7
+    return 0
+
+
+cdef inline int varint_size(int64_t n) noexcept nogil:
+    cdef uint64_t u = (<uint64_t>n << 1) ^ <uint64_t>(n >> 63)
+    cdef int size = 1
+    while u >= 0x80:
+        u >>= 7
+        size += 1
+    return size
+
+
+cdef inline unsigned char *put_varint(unsigned char *p, int64_t n) noexcept nogil:
+    cdef uint64_t u = (<uint64_t>n << 1) ^ <uint64_t>(n >> 63)
+    while u >= 0x80:
+        p[0] = <unsigned char>((u & 0x7F) | 0x80)
+        p += 1
+        u >>= 7
+    p[0] = <unsigned char>u
+    return p + 1
