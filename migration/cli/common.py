@@ -195,6 +195,34 @@ def _upgrade_run_ids(runs: Path) -> list[str]:
     return sorted(p.name for p in runs.iterdir() if (p / "job.json").is_file()) if runs.is_dir() else []
 
 
+def rollback_if_tier_run(run_id: str, backup_root: Path | None) -> None:
+    """``kmigrate rollback RUN`` of a tier-prepare run (its job has ``tier-partition`` units, or its
+    backups a ``tier/`` directory in ``backup_root``, the root its report names, or the default
+    root): its log-dir changes undone (migrations/tier/driver.py ``rollback_tier_run``), one line
+    per partition, then exit with the report's code. Does nothing for any other run."""
+    if not _RUN_ID.match(run_id):
+        return  # the caller says what is wrong with it
+    from migration.migrations.tier.driver import is_tier_run, rollback_tier_run
+
+    root = backup_root or _reported_backup_root(run_id)
+    if not is_tier_run(run_id, root):
+        return
+    report = rollback_tier_run(run_id, backup_root=None if root is None else str(root))
+    if report.refusal:
+        err_console.print(f"kmigrate rollback: refused: {report.refusal}", markup=False, highlight=False,
+                          soft_wrap=True)
+    for _bid, topic, partition, u in report.iter_units():
+        said = "; ".join(f.message for f in [*u.errors, *u.warnings])
+        console.print(f"{u.status.value} {topic}-{partition} ({u.path}): {said}", markup=False, highlight=False,
+                      soft_wrap=True)
+    for w in report.warnings:
+        console.print(f"note: {w.message}", markup=False, highlight=False, soft_wrap=True)
+    from migration.audit.store import ReportStore
+
+    console.print(f"report: {ReportStore().json_path(report.run_id)}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(report.exit_code())
+
+
 def upgrade_run_backup_root(command: str, run_id: str, *, backup_root: Path | None = None,
                             from_backups: bool = False) -> str | None:
     """Exit 2, having written nothing, unless ``run_id`` is an upgrade run of this home: its job

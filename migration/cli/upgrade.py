@@ -103,12 +103,15 @@ def rollback(run_id: Annotated[str, typer.Argument(
                  help="Where the run kept its originals, when its run directory is lost (default: the root "
                       "its report names, else the default backup root).")] = None) -> None:
     """Restore the originals of an upgrade run (byte for byte, mtimes too), whatever state the
-    log dirs are in: finished, interrupted, or loaded by Kafka since."""
-    from migration.cli.common import rollback_dag_run, say_home, upgrade_run_backup_root
+    log dirs are in: finished, interrupted, or loaded by Kafka since. A tier-prepare run: the
+    snapshots it created removed, the files it replaced and the leader-epoch-checkpoint restored
+    (objects it staged stay in the store)."""
+    from migration.cli.common import rollback_dag_run, rollback_if_tier_run, say_home, upgrade_run_backup_root
     from migration.migrations.upgrade.driver import rollback_run
 
     say_home("rollback")
     rollback_dag_run(run_id, backup_root)  # a DAG run id: its step runs (exits)
+    rollback_if_tier_run(run_id, backup_root)  # a tier-prepare run: its log-dir changes (exits)
     # An unknown run id is a usage error (2), checked before anything is written.
     root = upgrade_run_backup_root("rollback", run_id, backup_root=backup_root, from_backups=True)
     _show(rollback_run(run_id, backup_root=root))

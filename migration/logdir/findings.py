@@ -168,6 +168,10 @@ class FindingCode(StrEnum):
     ORPHAN_REMOVED = "ORPHAN_REMOVED", "an object without a complete segment was removed"
     NO_RESULT = "NO_RESULT", "the unit did not run"
     UNIT_CRASHED = "UNIT_CRASHED", "the unit raised an unexpected error"
+    TIER_ROLLED_BACK = "TIER_ROLLED_BACK", (
+        "a tier-prepare run's log-dir changes undone: replaced files and the leader-epoch-checkpoint restored, "
+        "the files it created removed")
+    TIER_OBJECTS_KEPT = "TIER_OBJECTS_KEPT", "a tier-prepare rollback leaves the objects already staged in the store"
 
 
 def locate(file: str | os.PathLike[str] | None, position: int | None) -> str:

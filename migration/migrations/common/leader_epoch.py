@@ -34,6 +34,7 @@ from migration.formats import names
 from migration.formats.checkpoint_files import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
 from migration.formats.fileio import durable_mkdir, durable_replace, durable_unlink, fsync_file
 from migration.runtime.documents import RunDocument
+from migration.runtime.faults import fault_point
 
 ASSIGNED_EPOCH = 0
 EPOCH_BACKUP_DIR = "leader-epochs"
@@ -136,6 +137,7 @@ def assign_leader_epoch(partition_dir: Path, *, backup_dir: Path | None = None) 
             durable_replace(manifest.with_suffix(".original"), original, tmp_suffix=".tmp")
         durable_replace(manifest, plan.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")
         done = plan
+        fault_point("leader-epoch-backed-up")  # crash tests: the original kept, the checkpoint not yet written
     LeaderEpochCheckpointFile([EpochEntry(*e) for e in plan.after]).write(path, tmp_suffix=names.TMP_FILE_SUFFIX)
     return done or plan
 

@@ -17,6 +17,11 @@ of the other migrations (options, plan, unit, driver):
      of its closed segments.
   3. :func:`finalize_tier` (here): the run report and ``remote-log-segment-metadata.jsonl``.
 
+What a run changes in the log dirs (snapshots created or replaced, indexes rebuilt, the
+leader-epoch-checkpoint with ``--assign-leader-epoch``) is kept under
+``<backup root>/<run id>/tier/`` first (:mod:`.backup`); :func:`rollback_tier_run` undoes it
+(``kmigrate rollback RUN``). Objects already staged stay in the store.
+
 The metadata brokers need to serve the staged segments is not published here: each run writes
 ``remote-log-segment-metadata.jsonl`` (one ``RemoteLogSegmentMetadataRecord`` payload per staged
 segment, Kafka's field names); docs/operations.md says how an operator publishes it.
@@ -25,9 +30,11 @@ segment, Kafka's field names); docs/operations.md says how an operator publishes
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import secrets
+import shlex
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,15 +51,28 @@ from migration.audit.model import (
     new_run_id,
 )
 from migration.audit.store import ReportStore
-from migration.formats.fileio import durable_replace
+from migration.formats import names
+from migration.formats.fileio import durable_replace, durable_unlink, fsync_file
+from migration.migrations.common.index_repair import TMP_SUFFIX as INDEX_REPAIR_SUFFIX
+from migration.migrations.common.leader_epoch import assignments, restore_leader_epoch
 from migration.migrations.tier import layout
+from migration.migrations.tier.backup import (
+    PartitionBackup,
+    epoch_backup_dir,
+    originals_dir,
+    partition_backups,
+    tier_backup_dir,
+)
 from migration.migrations.tier.options import TierOptions, open_store
 from migration.migrations.tier.plan import DRY_RUN_STORE, UNIT_KIND, PartitionParams, TierPrepare, prepare_tier
+from migration.migrations.tier.producer_state import SNAPSHOT_TMP_SUFFIX, snapshot_temporaries
 from migration.migrations.tier.store import ObjectStore, StoreUnavailable, one_line
 from migration.migrations.tier.unit import run_unit
 from migration.runtime.engine import Progress, UnitKind, get_engine, unit_kinds
+from migration.runtime.faults import fault_point
 from migration.runtime.runs import RunDir
-from migration.runtime.safety import Refused, RunLock, holding_locks
+from migration.runtime.safety import Refused, RunLock, check_not_live, holding_locks
+from migration.settings import default_backup_root, runs_dir
 
 JSONL_NAME = "remote-log-segment-metadata.jsonl"
 UNIT_KINDS = unit_kinds(UnitKind(UNIT_KIND, PartitionParams, run_unit))
@@ -96,7 +116,7 @@ def _remove_leftover_probes(store: ObjectStore, prefix: str, run_id: str, now_ms
 def _report_params(options: dict[str, Any]) -> dict[str, Any]:
     keep = ("bucket", "store_url", "endpoint_url", "prefix", "region", "path_style", "part_size",
             "multipart_threshold", "chunk_size", "snapshots_only", "dry_run", "metadata_log_dirs", "compacted_topics",
-            "excluded_topics", "profile", "aws_conn_id", "assign_leader_epoch")
+            "excluded_topics", "profile", "aws_conn_id", "assign_leader_epoch", "backup_root")
     return {k: options.get(k) for k in keep}
 
 
@@ -203,3 +223,174 @@ def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions
             results = eng.run(units, opts, progress, kinds=UNIT_KINDS)
     rd.write_results(results)
     return finalize_tier(rid)
+
+
+# ------------------------------------------------------------------------------------- rollback
+
+ROLLED_BACK_CODE = "TIER_ROLLED_BACK"
+OBJECTS_KEPT_CODE = "TIER_OBJECTS_KEPT"
+
+
+def is_tier_run(run_id: str, backup_root: str | os.PathLike[str] | None = None) -> bool:
+    """Whether ``run_id`` is a tier-prepare run of this home: its job has ``tier-partition``
+    units, or (its run directory lost) its backups have a ``tier/`` directory under
+    ``backup_root`` (default: the default backup root)."""
+    job = runs_dir() / run_id / "job.json"
+    if job.is_file():
+        try:
+            return any(str(u.get("kind")) == UNIT_KIND for u in json.loads(job.read_text()).get("units", []))
+        except (OSError, ValueError, AttributeError):
+            return False
+    root = Path(backup_root) if backup_root is not None else default_backup_root()
+    return tier_backup_dir(root, run_id).is_dir()
+
+
+def _job_options(run_id: str) -> dict[str, Any] | None:
+    if not (runs_dir() / run_id / "job.json").is_file():
+        return None
+    return RunDir(run_id).read_job()[1]
+
+
+def rollback_tier_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
+    """Undo what tier-prepare run ``run_id`` changed in the log dirs, from its backups
+    (:mod:`.backup`) alone: every file it replaced (a corrupt snapshot, rebuilt indexes) and the
+    leader-epoch-checkpoint back byte for byte with its mtime, every file it created (the
+    manifest lists it before it was written) and every temporary name a killed write left
+    removed. Objects already staged stay in the store (said, with where). One result per
+    partition. Idempotent, and resumable after a kill at any point: each step looks at what is
+    on disk. ``backup_root``: where the run kept its backups (default: the root its job names,
+    else the default backup root)."""
+    report_id = new_run_id(RunKind.ROLLBACK)
+    run_path = runs_dir() / run_id
+    opts = _job_options(run_id)
+    root = Path(backup_root).resolve() if backup_root else (
+        Path(opts["backup_root"]) if opts and opts.get("backup_root") else default_backup_root())
+    tier_dir = tier_backup_dir(root, run_id)
+    params: dict[str, Any] = {"tier_run_id": run_id, "backup_root": str(root)}
+    if not tier_dir.is_dir():
+        if run_path.is_dir():
+            # Everything the run keeps is durable before its first change to a log dir.
+            report = RunReport.start(RunKind.ROLLBACK, params, run_id=report_id)
+            report.warn(f"tier-prepare run {run_id} never changed a log dir (no backups of it in {tier_dir}): "
+                        "nothing to roll back")
+            report.finish()
+            ReportStore().save(report)
+            return report
+        return _refused_report(report_id, f"no tier-prepare run {run_id} in {run_path.parent} and no backups of it "
+                               f"in {root}", params)
+    try:
+        parts = partition_backups(tier_dir)
+        epochs = assignments(epoch_backup_dir(tier_dir))
+    except (OSError, ValueError) as exc:
+        return _refused_report(report_id, f"the backups of run {run_id} cannot be read: {one_line(str(exc))}",
+                               params)
+    dirs = sorted({doc.log_dir for _, doc in parts} | {str(Path(a.partition_dir).parent) for _, a in epochs})
+    params["log_dirs"] = dirs
+    lock = RunLock(run_id=run_id, run_kind="rollback", resume=f"kmigrate rollback {shlex.quote(run_id)}")
+    try:
+        check_not_live(dirs, resolves=run_id)
+        with holding_locks(dirs, lock):
+            report = RunReport.start(RunKind.ROLLBACK, params, run_id=report_id)
+            by_dir: dict[str, dict[str, Any]] = {}
+            for manifest, doc in parts:
+                by_dir[doc.partition_dir] = {"doc": doc, "manifest": manifest, "epoch": None}
+            for manifest, a in epochs:
+                by_dir.setdefault(a.partition_dir, {"doc": None, "manifest": None})["epoch"] = (manifest, a)
+            for pdir in sorted(by_dir):
+                _rollback_partition(report, Path(pdir), by_dir[pdir])
+                fault_point("tier-rollback-partition")
+    except Refused as exc:
+        return _refused_report(report_id, str(exc), params)
+    if not (opts or {}).get("snapshots_only"):
+        report.warnings.append(Finding(message=_objects_stay(run_id, opts), code=OBJECTS_KEPT_CODE))
+    report.finish()
+    ReportStore().save(report)
+    return report
+
+
+def _objects_stay(run_id: str, opts: dict[str, Any] | None) -> str:
+    jsonl = runs_dir() / run_id / JSONL_NAME
+    where = "the store the run's report names"
+    if opts is not None:
+        with contextlib.suppress(ValueError):
+            o = TierOptions.model_validate(opts)
+            where = o.store_location() + (f", prefix {o.prefix!r}" if o.prefix else "")
+    listed = ""
+    if jsonl.is_file():
+        staged = sum(1 for line in jsonl.read_text().splitlines() if line.strip())
+        listed = f"; {staged} staged segment(s) listed in {jsonl}"
+    return (f"objects run {run_id} staged stay in {where} (a rollback undoes only its log-dir changes; delete them "
+            f"there if they are not wanted){listed}")
+
+
+def _refused_report(report_id: str, reason: str, params: dict[str, Any]) -> RunReport:
+    report = RunReport.start(RunKind.ROLLBACK, params, run_id=report_id)
+    report.refuse(reason)
+    report.finish()
+    ReportStore().save(report)
+    return report
+
+
+def _rollback_partition(report: RunReport, pdir: Path, what: dict[str, Any]) -> None:
+    doc: PartitionBackup | None = what["doc"]
+    epoch = what["epoch"]
+    topic = doc.topic if doc else epoch[1].topic
+    partition = doc.partition if doc else epoch[1].partition
+    broker_id = doc.broker_id if doc else -1
+    done: list[str] = []
+    try:
+        if doc is not None:
+            done += _restore_files(pdir, what["manifest"], doc)
+        if epoch is not None:
+            manifest, a = epoch
+            path = pdir / names.LEADER_EPOCH_CHECKPOINT_FILE
+            before = (path.read_bytes() if path.exists() else None, path.stat().st_mtime_ns if path.exists() else None)
+            restore_leader_epoch(manifest)
+            # a killed write of the checkpoint (Kafka's CheckpointFile name) is no original either
+            durable_unlink(path.with_name(path.name + names.TMP_FILE_SUFFIX))
+            after = (path.read_bytes() if path.exists() else None, path.stat().st_mtime_ns if path.exists() else None)
+            if before != after:
+                done.append(f"{path.name} restored" + (" (no file)" if a.before is None else ""))
+    except (OSError, ValueError) as exc:
+        report.add_unit(broker_id, topic, partition, UnitResult(
+            unit=pdir.name, unit_type=UnitType.FILE, path=str(pdir), status=UnitStatus.FAILED,
+            errors=[Finding(file=str(pdir), code=ROLLED_BACK_CODE, message=f"not rolled back: {one_line(str(exc))}"
+                            + (f" (done before: {'; '.join(done)})" if done else ""))]))
+        return
+    message = "; ".join(done) if done else "nothing to undo (as before the run already)"
+    report.add_unit(broker_id, topic, partition, UnitResult(
+        unit=pdir.name, unit_type=UnitType.FILE, path=str(pdir), status=UnitStatus.OK,
+        warnings=[Finding(file=str(pdir), code=ROLLED_BACK_CODE, message=message)]))
+
+
+def _restore_files(pdir: Path, manifest: Path, doc: PartitionBackup) -> list[str]:
+    """The partition's replaced files back from their originals, then the files the run created
+    and the temporary names its writes use removed; what was done, in words."""
+    done: list[str] = []
+    keep = originals_dir(manifest)
+    for f in doc.replaced:
+        data = (keep / f.name).read_bytes()
+        if hashlib.sha256(data).hexdigest() != f.sha256:
+            raise ValueError(f"{keep / f.name}: content differs from its manifest {manifest}")
+        target = pdir / f.name
+        times = (f.mtime_ns, f.mtime_ns)
+        if not target.exists() or target.read_bytes() != data:
+            durable_replace(target, data, tmp_suffix=SNAPSHOT_TMP_SUFFIX, times_ns=times)
+            done.append(f"{f.name} restored")
+        elif target.stat().st_mtime_ns != f.mtime_ns:
+            os.utime(target, ns=times)
+            fsync_file(target)
+            done.append(f"{f.name}'s mtime restored")
+    replaced = {f.name for f in doc.replaced}
+    created = [pdir / n for n in doc.created if n not in replaced]
+    temporaries = [pdir / (n + SNAPSHOT_TMP_SUFFIX) for n in [*doc.created, *replaced]]
+    temporaries += [pdir / (n + INDEX_REPAIR_SUFFIX) for n in [*doc.created, *replaced]
+                    if n.endswith((names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX))]
+    temporaries += snapshot_temporaries(pdir)
+    gone = [p.name for p in created if p.exists()]
+    if durable_unlink(*created):
+        done.append("removed " + ", ".join(gone))
+    left = [p.name for p in dict.fromkeys(temporaries) if p.exists()]
+    if durable_unlink(*dict.fromkeys(temporaries)):
+        done.append("removed the temporary file(s) " + ", ".join(left))
+    return done

@@ -47,6 +47,11 @@ class TierOptions(BaseModel):
     max_attempts: int = Field(default=5, ge=1)
     scratch_dir: str | None = Field(default=None, description="Where a dry run's throwaway stores go (set by "
                                     "prepare: the run directory)")
+    backup_root: str | None = Field(default=None, description="Where the run keeps the log-dir files it changes "
+                                    "(outside every log dir; default: the upgrade's default backup root, on the log "
+                                    "dirs' file system), for 'kmigrate rollback RUN'")
+    backup_dir: str | None = Field(default=None, description="<backup root>/<run id>/tier (set by prepare; none "
+                                   "for a dry run)")
 
     @field_validator("bucket")
     @classmethod

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,12 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from migration.audit.model import RunKind, UnitStatus
 from migration.formats import names
 from migration.logdir.model import LogDir, Partition, scan_log_dir
+from migration.migrations.tier.backup import tier_backup_dir
 from migration.migrations.tier.metadata import read_metadata_image
 from migration.migrations.tier.options import TierOptions
 from migration.runtime.documents import PrepareDocument
 from migration.runtime.engine import Unit
 from migration.runtime.runs import RunDir
-from migration.runtime.safety import check_not_live
+from migration.runtime.safety import check_backup_root, check_not_live
+from migration.settings import default_backup_root
 
 UNIT_KIND = "tier-partition"
 DRY_RUN_STORE = "dry-run-store"
@@ -103,6 +106,12 @@ def prepare_tier(log_dirs: list[str | os.PathLike[str]], *, run_id: str, options
     if options.dry_run and options.scratch_dir is None:
         options = options.model_copy(update={"scratch_dir": str(rd.path / DRY_RUN_STORE)})
     warnings: list[str] = check_not_live(log_dirs, run_id=run_id)
+    if not options.dry_run:
+        # What the run changes in a log dir is kept there first (tier/backup.py), for a rollback.
+        root = Path(options.backup_root).resolve() if options.backup_root else default_backup_root(log_dirs)
+        warnings += check_backup_root(root, log_dirs)
+        options = options.model_copy(update={"backup_root": str(root),
+                                             "backup_dir": str(tier_backup_dir(root, run_id))})
     dirs = [scan_log_dir(d) for d in log_dirs]
     for d in dirs:
         if not d.clean_shutdown:

@@ -43,6 +43,7 @@ from migration.formats.producer_snapshot import (
     ProducerSnapshotEntry,
 )
 from migration.formats.record_batch import RecordBatch
+from migration.runtime.faults import fault_point
 
 # The temporary name of a snapshot being written: ``N.snapshot.kmigrate.tmp`` (ours, by the marker).
 SNAPSHOT_TMP_SUFFIX = ".kmigrate" + names.TMP_FILE_SUFFIX
@@ -232,13 +233,16 @@ def ensure_segment_snapshots(
     *,
     dry_run: bool = False,
     before_replace: Callable[[Path], None] | None = None,
+    before_create: Callable[[list[Path]], None] | None = None,
 ) -> list[SnapshotOutcome]:
     """Make sure a valid ``N.snapshot`` exists for every segment boundary N (each base offset
     but the first). ``segment_bases`` are all segment base offsets, the active segment's included.
 
     An existing snapshot is checked (:func:`snapshot_problem`); a bad one is rebuilt from the
     log like a missing one (``before_replace`` is called with its path first: the caller keeps
-    the original), never kept. One streaming pass over the closed segments, in order; a
+    the original), never kept. ``before_create`` is called once, before the first write, with
+    the paths of the missing snapshots about to be created (the caller lists them durably, so
+    that a rollback knows every file the run may have left). One streaming pass over the closed segments, in order; a
     missing snapshot is written via a temporary name + fsync + link (no-clobber), durably, a bad
     one replaced by a rename. The replay starts from an existing snapshot at the first segment's
     base offset if there is one (state of data already deleted by retention), else from an
@@ -269,6 +273,8 @@ def ensure_segment_snapshots(
                                      "the snapshots at the segment boundaries cannot be rebuilt")
         state = ProducerState.from_snapshot(ProducerSnapshot.read(seed), bases[0])
     last_needed = missing[-1]
+    if not dry_run and before_create is not None:
+        before_create([p / names.producer_snapshot_file_name(n) for n in missing if n not in bad])
     for base, nxt in zip(bases, bases[1:], strict=False):
         if base >= last_needed:
             break
@@ -288,7 +294,7 @@ def ensure_segment_snapshots(
             if nxt in bad:
                 if before_replace is not None:
                     before_replace(target)
-                durable_replace(target, data, tmp_suffix=SNAPSHOT_TMP_SUFFIX)
+                durable_replace(target, data, tmp_suffix=SNAPSHOT_TMP_SUFFIX, fault=_fault)
             else:
                 # Never overwrite: another writer (a broker started by mistake) would win the race.
                 _write_new(target, data)
@@ -303,4 +309,11 @@ def _write_new(target: Path, data: bytes) -> None:
     """Temporary name, fsync, then a link to the final name that fails if it exists (a rename
     would silently replace a snapshot that appeared meanwhile), the temporary name unlinked,
     then the directory fsynced (``fileio.durable_replace``, no-clobber)."""
-    durable_replace(target, data, tmp_suffix=SNAPSHOT_TMP_SUFFIX, no_clobber=True)
+    durable_replace(target, data, tmp_suffix=SNAPSHOT_TMP_SUFFIX, no_clobber=True, fault=_fault)
+
+
+def _fault(step: str) -> None:
+    """Fault points of a snapshot write (crash tests): ``tier-snapshot-written`` (the temporary
+    file complete and fsynced), ``tier-snapshot-renamed`` (under its name, before the directory
+    fsync)."""
+    fault_point(f"tier-snapshot-{step}")

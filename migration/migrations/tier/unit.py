@@ -29,6 +29,7 @@ from migration.logdir.validate import validate_segment
 from migration.migrations.common.index_repair import ReplacementInFlight, rebuild_reasons, rebuild_segment_indexes
 from migration.migrations.common.leader_epoch import ASSIGNED_CODE, assign_leader_epoch, plan_assignment
 from migration.migrations.tier import layout
+from migration.migrations.tier.backup import PartitionBackups, epoch_backup_dir
 from migration.migrations.tier.filesystem import FileSystemObjectStore
 from migration.migrations.tier.options import TierOptions, open_store
 from migration.migrations.tier.plan import PartitionParams
@@ -279,6 +280,7 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
                           duration_s=time.monotonic() - started,
                           errors=errors or [], warnings=part_findings)
 
+    backups: PartitionBackups | None = None
     try:
         _check_unchanged(pdir, unit)
         plans, _active = _segment_plans(unit)
@@ -291,7 +293,12 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
         part_findings.extend(Finding(
             file=str(f), code="LEFTOVER_FILE", message=("would remove " if opts.dry_run else "removed ")
             + f"{f.name}, the temporary name of a snapshot write an earlier run did not finish") for f in leftovers)
-        for outcome in ensure_segment_snapshots(pdir, bases, dry_run=opts.dry_run):
+        backups = None if opts.dry_run or opts.backup_dir is None else PartitionBackups(
+            opts.backup_dir, pdir, log_dir=unit.log_dir, broker_id=unit.broker_id, topic=unit.topic,
+            partition=unit.partition)
+        for outcome in ensure_segment_snapshots(
+                pdir, bases, dry_run=opts.dry_run, before_replace=backups.will_replace if backups else None,
+                before_create=backups.will_create if backups else None):
             if outcome.action is SnapshotAction.EXISTING:
                 continue
             replaced = [] if outcome.replaced is None else [Finding.of_error(
@@ -327,7 +334,8 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
             r.model_dump(mode="json") for r in results], "segment_metadata": []}
     if opts.assign_leader_epoch:
         try:
-            epochs = _assign_epoch(pdir, results, dry_run=opts.dry_run) or epochs
+            epochs = _assign_epoch(pdir, results, dry_run=opts.dry_run, backup_dir=None if opts.backup_dir is None
+                                   else epoch_backup_dir(opts.backup_dir)) or epochs
         except (KafkaFormatError, OSError, ValueError) as exc:
             err = Finding(message=f"leader epoch not assigned: {exc}", code="LEADER_EPOCH_FAILED", file=str(pdir))
             return {**base_out, "status": "failed", "error": str(exc), "unit_result": partition_result(
@@ -363,7 +371,7 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
                 message=f"not staged: segment {failed_at} before it could not be staged", code="AFTER_FAILURE")]))
             continue
         try:
-            repairs = _validate_closed_segment(pdir, plan, ctx.epochs, repair=not opts.dry_run)
+            repairs = _validate_closed_segment(pdir, plan, ctx.epochs, repair=not opts.dry_run, backups=backups)
             if opts.dry_run and repairs:
                 results.append(_segment_result(plan, pdir, UnitStatus.PLANNED, started=seg_started, warnings=[
                     Finding(code="INDEX_REBUILT", message="a real run rebuilds its indexes first: " + "; ".join(
@@ -394,11 +402,13 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
             "requests": _requests(store)}
 
 
-def _assign_epoch(pdir: Path, results: list[UnitResult], *, dry_run: bool) -> list[tuple[int, int]] | None:
+def _assign_epoch(pdir: Path, results: list[UnitResult], *, dry_run: bool, backup_dir: Path | None
+                  ) -> list[tuple[int, int]] | None:
     """``assign_leader_epoch``: epoch 0 from the log start offset where no entry covers it (a
-    dry run only plans it); the assignment is reported as a unit of its own. Returns the
-    entries staging must use, or None when nothing changed."""
-    a = plan_assignment(pdir) if dry_run else assign_leader_epoch(pdir)
+    dry run only plans it), the original checkpoint kept in ``backup_dir`` first (the upgrade's
+    mechanism: a rollback restores it byte for byte); the assignment is reported as a unit of
+    its own. Returns the entries staging must use, or None when nothing changed."""
+    a = plan_assignment(pdir) if dry_run else assign_leader_epoch(pdir, backup_dir=backup_dir)
     if a is None:
         return None
     path = pdir / names.LEADER_EPOCH_CHECKPOINT_FILE
@@ -446,8 +456,8 @@ def _scratch_store_root(opts: TierOptions) -> Path:
     return Path(tempfile.mkdtemp(prefix="unit-", dir=base))
 
 
-def _validate_closed_segment(pdir: Path, plan: _SegmentPlan, epochs: list[tuple[int, int]], *, repair: bool
-                             ) -> list[Finding]:
+def _validate_closed_segment(pdir: Path, plan: _SegmentPlan, epochs: list[tuple[int, int]], *, repair: bool,
+                             backups: PartitionBackups | None = None) -> list[Finding]:
     """Batch framing and CRCs, offsets and indexes of the segment about to be staged. Index
     findings are not a reason to refuse: the indexes are rebuilt from the ``.log`` with Kafka's
     recovery rules (``repair``), and the findings returned; anything else wrong refuses."""
@@ -459,6 +469,10 @@ def _validate_closed_segment(pdir: Path, plan: _SegmentPlan, epochs: list[tuple[
         raise _NotStageable("CORRUPT", "; ".join(str(f) for f in errors[:3]) + f"; fix: restore {log.name} from a "
                             "replica (the broker stopped), or exclude the topic")
     if index_findings and repair:
+        if backups is not None:  # the indexes as they were, kept (or listed, when missing) first
+            prefix = names.filename_prefix_from_offset(plan.base)
+            backups.will_rewrite([pdir / (prefix + names.INDEX_FILE_SUFFIX),
+                                  pdir / (prefix + names.TIME_INDEX_FILE_SUFFIX)])
         try:
             rebuild_segment_indexes(pdir, plan.base, findings=index_findings)
         except (KafkaFormatError, ReplacementInFlight) as exc:
