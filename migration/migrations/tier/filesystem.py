@@ -19,6 +19,7 @@ Used by dry runs (a throwaway root per unit, docs/operations.md) and fast tests,
   it describes (inode, size, mtime): after a crash between the two renames, or over a file
   replaced behind kmigrate's back, the object has no metadata, so it is never taken for a
   verified copy (:meth:`.store.ObjectStore.matches` is false and staging uploads it again).
+- Deleting an object removes its sidecar first (durably), then the object.
 - Deleting an object leaves its directories: removing a parent could race with another unit
   creating a sibling under it, and empty directories hold no objects.
 """
@@ -204,12 +205,17 @@ class FileSystemObjectStore(ObjectStore):
         _remove_tree(self._upload_dir(upload_id))
 
     def _delete_batch(self, keys: list[str]) -> None:
-        paths: list[Path] = []
+        objects: list[Path] = []
+        sidecars: list[Path] = []
         for key in keys:
-            path = self._object_path(key)
-            # the object's name first: a sidecar without its object is never read
-            paths += [p for p in (path, self._sidecar_path(key)) if p.parent.is_dir()]
-        durable_unlink(*paths)
+            objects += [p for p in (self._object_path(key),) if p.parent.is_dir()]
+            sidecars += [p for p in (self._sidecar_path(key),) if p.parent.is_dir()]
+        # The metadata first, durably, then the objects: a power cut in between leaves an object
+        # without metadata, never trusted and removed by the next cleanup that lists it; the
+        # other way round it left a sidecar of a missing object, which no listing finds (the
+        # power-loss test found it, a probe object's).
+        durable_unlink(*sidecars)
+        durable_unlink(*objects)
 
     # ------------------------------------------------------------------ reading
 
