@@ -68,6 +68,7 @@ operations before it, the entry operations a POSIX state lost, and what failed.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -1391,5 +1392,123 @@ class UpgradeJudge:
             why = [f"{u.path}: " + "; ".join(str(e) for e in u.errors) for *_, u in report.problem_units()]
             why += [str(x) for x in (getattr(report, "refusal", None),) if x]
             problems.append(f"rollback: exit {report.exit_code()}: " + (" | ".join(why)[:1500] or report.status))
+        problems += judge_log_dir_files(self.original, tree_files(self.log_dir), "after the rollback")
+        return problems
+
+
+# Findings after Kafka's startup that a tier-prepare state must not have (beside the loader's
+# segment and index problems): a snapshot or leader-epoch-checkpoint Kafka cannot load.
+TIER_FAILURE_PREFIXES = ("SNAPSHOT_", "LEADER_EPOCH_", "PRODUCER_")
+
+
+@dataclass
+class TierJudge:
+    """Judges one tier-prepare crash state three ways, each on a fresh copy of it: Kafka's
+    loader (every record, no segment, index, snapshot or leader-epoch problem but those the
+    original log dir had in the very same bytes), a re-run with the same run id (exit 0, then
+    nothing left behind: validation clean, no leftover in the log dir, the file store's
+    ``.kmigrate-store/tmp`` empty, no probe object, every segment the run's metadata JSONL lists
+    and every metadata sidecar backed by its objects), and a rollback (every log-dir file back,
+    byte for byte). ``store`` is the file store's root, inside the recorded root."""
+
+    recording: Recording
+    log_dir: Path
+    store: Path
+    scratch: Path
+    run_id: str
+    options: Any  # TierOptions
+    expected: dict[str, list[tuple]]
+    original: dict[str, bytes]
+    checks: tuple[str, ...] = ("loader", "rerun", "rollback")
+
+    @property
+    def log_dir_rel(self) -> str:
+        return self.recording.rel(self.log_dir)
+
+    def __call__(self, state: CrashState) -> list[str]:
+        problems: list[str] = []
+        for check in self.checks:
+            problems += getattr(self, check)(state)
+        return problems
+
+    def _new_problems(self, where: Path, when: str) -> list[str]:
+        from migration.logdir.validation import validate_paths
+
+        out = []
+        for f in validate_paths([str(where)]).findings:
+            code = str(f.code or "")
+            if f.severity == "info" or not (_is_load_failure(f) or code.startswith(TIER_FAILURE_PREFIXES)):
+                continue
+            rel = os.path.relpath(str(f.file), where) if f.file else None
+            if rel is not None and rel in self.original and (where / rel).is_file() and \
+                    (where / rel).read_bytes() == self.original[rel]:
+                continue  # the original's own problem, untouched (a corrupt snapshot the run rebuilds)
+            out.append(f"{when}: {f}")
+        return out
+
+    def loader(self, state: CrashState) -> list[str]:
+        view = self.scratch / "kafka-view"
+        materialize(state, self.recording.root, subtree=self.log_dir_rel, dest=view)
+        problems = kafka_load_problems(view, self.expected)
+        return [p for p in problems if not p.startswith("after Kafka's startup: ")] + \
+            self._new_problems(view, "after Kafka's startup")
+
+    def rerun(self, state: CrashState) -> list[str]:
+        from migration.logdir.validation import validate_paths
+        from migration.migrations.tier.driver import JSONL_NAME, execute_tier
+        from migration.settings import runs_dir
+
+        materialize(state, self.recording.root)
+        report = execute_tier([str(self.log_dir)], options=self.options, engine="inline", run_id=self.run_id)
+        problems = []
+        if report.exit_code() != 0:
+            why = [f"{u.path}: " + "; ".join(str(e) for e in u.errors) for *_, u in report.problem_units()]
+            why += [str(x) for x in (report.refusal, *[e.message for e in report.errors]) if x]
+            return [f"re-run: exit {report.exit_code()}: " + (" | ".join(why)[:1500] or str(report.status))]
+        res = validate_paths([str(self.log_dir)])
+        problems += [f"after the re-run, validate: {f}" for f in res.problems]
+        problems += [f"after the re-run, validate: {f}" for f in res.findings if f.code == "LEFTOVER_FILE"]
+        problems += [f"after the re-run: {p}" for p in self._new_problems(self.log_dir, "validate")]
+        own = self.store / ".kmigrate-store"
+        tmp = [str(p.relative_to(self.store)) for p in (own / "tmp").rglob("*") if p.is_file()]
+        if tmp:
+            problems.append(f"after the re-run the store's temporary files stay: {tmp[:6]}")
+        objects = {str(p.relative_to(self.store)) for p in self.store.rglob("*")
+                   if p.is_file() and p.relative_to(self.store).parts[0] != own.name}
+        probes = sorted(o for o in objects if o.startswith("kmigrate-probe/"))
+        if probes:
+            problems.append(f"after the re-run probe objects stay: {probes[:6]}")
+        for sidecar in (own / "meta").rglob("*.meta.json") if (own / "meta").is_dir() else ():
+            key = str(sidecar.relative_to(own / "meta"))[:-len(".meta.json")]
+            if key not in objects:
+                problems.append(f"after the re-run the store's metadata describes a missing object {key}")
+        jsonl = runs_dir() / self.run_id / JSONL_NAME
+        lines = [line for line in jsonl.read_text().splitlines() if line.strip()] if jsonl.is_file() else []
+        for line in lines:
+            seg = json.loads(line)["record"]["RemoteLogSegmentId"]["Id"]
+            have = {o.rsplit(".", 1)[1] for o in objects if f"-{seg}." in o}
+            if have != {"log", "indexes", "rsm-manifest"}:
+                problems.append(f"after the re-run the metadata JSONL lists segment {seg}, the store has "
+                                f"{sorted(have)} of it")
+        manifests = [o for o in objects if o.endswith(".rsm-manifest")]
+        if len(manifests) != len(lines):
+            problems.append(f"after the re-run the store holds {len(manifests)} segment manifests, the JSONL lists "
+                            f"{len(lines)}")
+        return problems
+
+    def rollback(self, state: CrashState) -> list[str]:
+        from migration.migrations.tier.driver import rollback_tier_run
+        from migration.settings import default_backup_root, runs_dir
+
+        materialize(state, self.recording.root)
+        report = rollback_tier_run(self.run_id)
+        no_trace = not (runs_dir() / self.run_id).exists() and not (default_backup_root() / self.run_id).exists()
+        if report.exit_code() != 0 and no_trace and "no tier-prepare run" in str(report.refusal or ""):
+            return judge_log_dir_files(self.original, tree_files(self.log_dir), "after the refused rollback")
+        problems = []
+        if report.exit_code() != 0:
+            why = [f"{u.path}: " + "; ".join(str(e) for e in u.errors) for *_, u in report.problem_units()]
+            why += [str(x) for x in (report.refusal,) if x]
+            problems.append(f"rollback: exit {report.exit_code()}: " + (" | ".join(why)[:1500] or str(report.status)))
         problems += judge_log_dir_files(self.original, tree_files(self.log_dir), "after the rollback")
         return problems
