@@ -50,6 +50,7 @@ from support.kafka import (
     expected_offset_for_time,
     index_differences,
     judge_load,
+    pick_timestamps,
     read_files,
     record_diff,
     seek_targets,
@@ -103,23 +104,22 @@ class Genuine:
 
 
 def _time_targets(files: dict[str, PartitionFiles]) -> list[tuple[str, int, int]]:
-    """A few timestamps per v1 partition (CreateTime and LogAppendTime): before the first record,
-    at records' own timestamps (one of them out of order), between two, after the last."""
+    """A few timestamps per v1 partition (CreateTime and LogAppendTime), the same for every copy."""
     out = []
     for (topic, p) in _partitions():
-        if MANIFEST["topics"][topic]["magic"] != 1:
-            continue
-        recs = files[f"{ORIG}{topic}-{p}"].records
-        stamps = sorted({r.timestamp for r in recs})
-        picks = {stamps[0] - 1, stamps[0], stamps[len(stamps) // 3], stamps[len(stamps) // 2] + 1,
-                 recs[5].timestamp, recs[-1].timestamp, stamps[-1], stamps[-1] + 1}
-        for prefix in (ORIG, *UPGRADES):
-            out += [(prefix + topic, p, ts) for ts in sorted(picks)]
+        if MANIFEST["topics"][topic]["magic"] == 1:
+            for prefix in (ORIG, *UPGRADES):
+                out += [(prefix + topic, p, ts) for ts in pick_timestamps(files[f"{ORIG}{topic}-{p}"].records)]
     return out
 
 
 @pytest.fixture(scope="module")
 def genuine(tmp_path_factory, kafka_node_factory) -> Genuine:
+    return realkafka.shared_across_workers(tmp_path_factory, "genuine",
+                                           lambda: _build(tmp_path_factory, kafka_node_factory))
+
+
+def _build(tmp_path_factory, kafka_node_factory) -> Genuine:
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     work = tmp_path_factory.mktemp("genuine-")

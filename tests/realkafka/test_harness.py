@@ -49,6 +49,18 @@ def test_main_classes_exist(version):
         assert path in _classes(version), f"Kafka {version}: no {path} for {tool}"
 
 
+def test_the_legacy_writers_main_classes_exist():
+    """Kafka 3.9.2 with ZooKeeper (tools/kafka/3.9.2/pom.xml): what tools/kafka/legacy_fixtures.py runs."""
+    classes = _classes(realkafka.WRITER)
+    assert "kafka/Kafka.class" in classes and "kafka/tools/DumpLogSegments.class" in classes
+    zk = list(realkafka.lib_dir(realkafka.WRITER).glob("zookeeper-3.8.*.jar"))
+    assert len(zk) == 1, zk
+    with zipfile.ZipFile(zk[0]) as z:
+        assert "org/apache/zookeeper/server/quorum/QuorumPeerMain.class" in z.namelist()
+    # the generator waits for "[KafkaServer id=0] started" and checks "... shut down completed"
+    assert _says(realkafka.WRITER, "[KafkaServer id=") and _says(realkafka.WRITER, "shut down completed")
+
+
 def test_a_missing_toolchain_fails_with_the_command_to_run(tmp_path, monkeypatch):
     monkeypatch.setattr(realkafka, "TOOLS", tmp_path / "nothing")
     with pytest.raises(ToolchainMissing, match=r"make kafka-tools"):

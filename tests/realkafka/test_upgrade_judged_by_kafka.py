@@ -28,13 +28,28 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kafka.record.memory_records import MemoryRecords
 from support import kafka as realkafka
-from support.kafka import ConsumedRecord, JudgeError, KafkaNode, Load, judge_load
+from support.kafka import (
+    ConsumedRecord,
+    JudgeError,
+    KafkaNode,
+    Load,
+    PartitionFiles,
+    as_consumed,
+    expected_first,
+    expected_offset_for_time,
+    index_differences,
+    judge_load,
+    pick_timestamps,
+    read_files,
+    seek_targets,
+    upgraded,
+)
+from support.kafka import record_diff as _diff
 
 from migration.audit.model import UnitStatus
 from migration.demo.sample_cluster import TOPICS
@@ -50,73 +65,6 @@ UPGRADES = {
     "v1-": UpgradeOptions(target="v1"),
 }
 BROKEN = "legacy-v0-0"  # the partition whose upgraded copy gets a flipped byte
-
-
-# --- what kafka-python reads from the files --------------------------------------------------
-@dataclass(frozen=True)
-class FileRecord:
-    offset: int
-    timestamp: int
-    timestamp_type: str  # as the Java client names it
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-
-
-@dataclass
-class PartitionFiles:
-    records: list[FileRecord] = field(default_factory=list)  # data records, control batches left out
-    load: Load | None = None  # what Kafka's load must report for these files
-
-
-def _batches(data: bytes):
-    mr = MemoryRecords(data)
-    while mr.has_next():
-        b = mr.next_batch()
-        if b is None:
-            break
-        yield b
-
-
-def read_files(partition_dir: Path) -> PartitionFiles:
-    """Every record with kafka-python (CRCs checked), and the load Kafka must report: one segment
-    per .log file, the log start offset = the first file's base offset (the fresh topic's
-    log-start-offset checkpoint says 0), the log end offset = the last batch's last offset + 1."""
-    out = PartitionFiles()
-    logs = sorted(partition_dir.glob("*.log"))
-    last = None
-    for log in logs:
-        for batch in _batches(log.read_bytes()):
-            assert batch.validate_crc(), f"{log}: bad batch CRC"
-            magic = batch.magic
-            if magic < 2:
-                records = list(batch)
-                last = records[-1].offset if records else batch.base_offset
-            else:
-                last = batch.base_offset + batch.last_offset_delta
-                if batch.is_control_batch:
-                    continue
-            for rec in (records if magic < 2 else batch):
-                if magic == 0:
-                    ts, tt = -1, "NO_TIMESTAMP_TYPE"
-                else:
-                    ts = rec.timestamp
-                    tt = "LOG_APPEND_TIME" if batch.timestamp_type == 1 else "CREATE_TIME"
-                out.records.append(FileRecord(rec.offset, ts, tt, rec.key, rec.value,
-                                              tuple((k, v) for k, v in (rec.headers or ()))))
-    base = int(logs[0].name.split(".")[0]) if logs else 0
-    out.load = Load(len(logs), base, (last + 1) if last is not None else base)
-    return out
-
-
-def as_consumed(recs: list[FileRecord]) -> list[ConsumedRecord]:
-    return [ConsumedRecord(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers) for r in recs]
-
-
-def upgraded(recs: list[FileRecord]) -> list[FileRecord]:
-    """The documented timestamp conversion of v0 to v1 or v2: no timestamp (v0) becomes CreateTime -1."""
-    return [FileRecord(r.offset, r.timestamp, "CREATE_TIME" if r.timestamp_type == "NO_TIMESTAMP_TYPE"
-                       else r.timestamp_type, r.key, r.value, r.headers) for r in recs]
 
 
 def flip_byte_in_middle_batch(log: Path) -> int:
@@ -146,6 +94,13 @@ class Scenario:
     timings: dict[str, float]
     logs_before: dict[str, dict[str, bytes]]  # partition -> .log name -> bytes installed
     logs_after: dict[str, dict[str, bytes]]  # ... and after Kafka's recovery, serving and clean stop
+    sources: dict[str, Path]  # partition -> the dir whose files were installed
+    rewritten: set[str]  # "<prefix>topic-N" whose segments kmigrate rewrote (the others were at the target)
+    rebuilt: dict[str, dict[str, bytes]]  # Kafka's index and snapshot files after its recovery
+    clean_log: str  # server.log of the second, clean start on the installed indexes and snapshots
+    consumed_clean: dict[str, list[ConsumedRecord]]
+    seeks: dict[tuple[str, int, int], int | None]  # (topic, partition, offset) -> first offset served
+    times: dict[tuple[str, int, int], tuple[int, int] | None]  # offsetsForTimes answers
 
     def expected(self, prefix: str) -> dict[str, Load]:
         return {tp: f.load for tp, f in self.files.items() if tp.startswith(prefix)}
@@ -156,7 +111,12 @@ class Scenario:
 
 @pytest.fixture(scope="module", params=realkafka.VERSIONS)
 def scenario(request, sample_cluster_template, tmp_path_factory, kafka_node_factory) -> Scenario:
-    version = request.param
+    return realkafka.shared_across_workers(
+        tmp_path_factory, f"sample-{request.param}",
+        lambda: _build_scenario(request.param, sample_cluster_template, tmp_path_factory, kafka_node_factory))
+
+
+def _build_scenario(version, sample_cluster_template, tmp_path_factory, kafka_node_factory) -> Scenario:
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     work = tmp_path_factory.mktemp(f"judged-{version}-")
@@ -167,6 +127,7 @@ def scenario(request, sample_cluster_template, tmp_path_factory, kafka_node_fact
     rels = [d.relative_to(src_root) for d in sample_cluster_template.log_dirs]
 
     report_leo: dict[str, int] = {}
+    rewritten: set[str] = set()
     for prefix, options in UPGRADES.items():
         t = time.monotonic()
         with pytest.MonkeyPatch.context() as mp:
@@ -180,6 +141,8 @@ def scenario(request, sample_cluster_template, tmp_path_factory, kafka_node_fact
         for b in report.brokers:
             for p in b.partitions:
                 assert all(u.status in (UnitStatus.OK, UnitStatus.SKIPPED) for u in p.units), p
+                if any(u.status == UnitStatus.OK for u in p.units):
+                    rewritten.add(f"{prefix}{p.topic}-{p.partition}")
                 last = max(p.units, key=lambda u: u.unit)  # the last segment (names are base offsets)
                 if last.offsets is not None:  # a skipped unit (already at the target) reports none
                     report_leo[f"{prefix}{p.topic}-{p.partition}"] = last.offsets.last + 1
@@ -219,20 +182,27 @@ def scenario(request, sample_cluster_template, tmp_path_factory, kafka_node_fact
     # after the clean stop: what Kafka left of each partition's .log files
     logs_after = {tp: {f.name: f.read_bytes() for f in sorted((node.data / tp).glob("*.log"))} for tp in sources}
     logs_before = {tp: {f.name: f.read_bytes() for f in sorted(p.glob("*.log"))} for tp, p in sources.items()}
+    # the second, clean start: every intact partition gets its source's own indexes and snapshots back
+    # (the broken one keeps what Kafka's recovery left: its .log was truncated)
+    intact = {tp: p for tp, p in sources.items() if tp != BAD + BROKEN}
+    rebuilt = node.install_indexes(intact)
+    node.start()
+    clean_log = node.run_log()
+    consumed_clean = node.consume(sorted(topics))
+    split = [(tp, *tp.rsplit("-", 1)) for tp in sorted(intact) if tp in rewritten]
+    seeks = node.seek_first([t for tp, topic, part in split
+                             for t in seek_targets(topic, int(part), intact[tp], files[tp], limit=24)])
+    time_targets = [(prefix + tp.rsplit("-", 1)[0], int(tp.rsplit("-", 1)[1]), ts)
+                    for tp in sorted(t[len(ORIG):] for t in files if t.startswith(ORIG))
+                    for ts in pick_timestamps(files[ORIG + tp].records) for prefix in (ORIG, *UPGRADES)]
+    times = node.offsets_for_times(time_targets)
+    node.stop()
     timings.update(node.timings)
     timings["scenario"] = time.monotonic() - t0
     print(f"\nKafka {version} judged the upgrade in {timings['scenario']:.1f}s: "
           + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()) + f"; logs in {node.logs}")
-    return Scenario(version, node, load_log, files, consumed, report_leo, timings, logs_before, logs_after)
-
-
-def _diff(got: list[ConsumedRecord], want: list[ConsumedRecord]) -> str:
-    if len(got) != len(want):
-        return f"{len(got)} records, expected {len(want)}"
-    for g, w in zip(got, want, strict=True):
-        if g != w:
-            return f"first difference at offset {w.offset}: got {g}, expected {w}"
-    return ""
+    return Scenario(version, node, load_log, files, consumed, report_leo, timings, logs_before, logs_after, sources,
+                    rewritten, rebuilt, clean_log, consumed_clean, seeks, times)
 
 
 def _partitions(prefix: str, scenario: Scenario) -> list[str]:
@@ -298,3 +268,59 @@ def test_a_flipped_byte_fails_the_judge(scenario):
     assert len(scenario.consumed[BAD + BROKEN]) < len(scenario.consumed[MIGR + BROKEN])
     # the good partitions of the same load are not blamed for it
     scenario.judge(MIGR)
+
+
+# --- the second, clean load: kmigrate's own indexes and snapshots, as they are ---------------
+def test_the_clean_load_uses_the_installed_files_without_a_complaint(scenario):
+    """The clean-shutdown marker and the recovery points Kafka wrote were kept: no recovery, no
+    corrupted-index or producer-snapshot line, the Completed-load numbers of the files, the same
+    records served as after the recovery."""
+    assert not any(d == str(scenario.node.data) for _, d in realkafka.RECOVERING.findall(scenario.clean_log))
+    judge_load(scenario.clean_log, {tp: f.load for tp, f in scenario.files.items() if tp != BAD + BROKEN},
+               log_path=scenario.node.server_log)
+    for tp, recs in scenario.consumed.items():
+        if not tp.startswith(BAD):
+            assert scenario.consumed_clean[tp] == recs, tp
+
+
+@pytest.mark.parametrize("prefix", list(UPGRADES), ids=lambda p: {MIGR: "v2", "epoch-": "v2-assign-leader-epoch",
+                                                                  "v1-": "v1"}[p])
+def test_kmigrates_indexes_equal_the_ones_kafka_rebuilds(scenario, prefix):
+    """Every partition kmigrate rewrote: its .index and .timeindex entries equal those of Kafka's
+    recovery of the same segments."""
+    mine = sorted(tp for tp in scenario.rewritten if tp.startswith(prefix))
+    assert mine
+    diffs = [d for tp in mine for d in index_differences(scenario.sources[tp], scenario.rebuilt[tp])]
+    assert not diffs, "\n".join(diffs)
+
+
+@pytest.mark.parametrize("prefix", list(UPGRADES), ids=lambda p: {MIGR: "v2", "epoch-": "v2-assign-leader-epoch",
+                                                                  "v1-": "v1"}[p])
+def test_every_index_lookup_serves_the_right_record(scenario, prefix):
+    """A fetch at every index entry's offset and at the offset before its batch, served from
+    kmigrate's indexes by the clean load, starts where a full read says that offset is."""
+    checked, wrong = 0, []
+    for (topic, p, target), first in scenario.seeks.items():
+        if topic.startswith(prefix):
+            checked += 1
+            if first != (want := expected_first(scenario.files[f"{topic}-{p}"].records, target)):
+                wrong.append(f"{topic}-{p}: seek {target} served {first}, expected {want}")
+    assert checked and not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("prefix", list(UPGRADES), ids=lambda p: {MIGR: "v2", "epoch-": "v2-assign-leader-epoch",
+                                                                  "v1-": "v1"}[p])
+def test_offsets_for_times_answers_as_on_the_original(scenario, prefix):
+    """The Java consumer's offsetsForTimes on the upgraded copies (kmigrate's time indexes) = on the
+    originals = the earliest offset whose timestamp is at or after the target."""
+    checked, wrong = 0, []
+    for (topic, p, ts), got in scenario.times.items():
+        if not topic.startswith(prefix):
+            continue
+        name = f"{topic[len(prefix):]}-{p}"
+        orig = scenario.times[(ORIG + topic[len(prefix):], p, ts)]
+        want = expected_offset_for_time(scenario.files[ORIG + name].records, ts)
+        if not got == orig == want:
+            wrong.append(f"{name} at {ts}: upgraded {got}, original {orig}, by definition {want}")
+        checked += 1
+    assert checked >= 20 and not wrong, "\n".join(wrong)

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import hashlib
 import os
+import pickle
 import re
 import shutil
 import signal
@@ -33,9 +35,10 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from kafka.record.memory_records import MemoryRecords
@@ -50,8 +53,13 @@ CLIENT_SOURCE = ROOT / "tests" / "realkafka" / "RealKafkaClient.java"
 # The pinned versions (one POM each): the latest 4.1 patch and the newest 4.x on Maven Central.
 VERSIONS = ("4.1.2", "4.4.0")
 LATEST = VERSIONS[-1]
+# The Kafka that WROTE the genuine legacy fixtures (ZooKeeper mode; tools/kafka/legacy_fixtures.py)
+WRITER = "3.9.2"
 
 FETCH_HINT = "run `make kafka-tools` (it resolves tools/kafka/<version>/pom.xml from Maven Central into .tools/)"
+
+
+_T = TypeVar("_T")
 
 
 class ToolchainMissing(AssertionError):
@@ -682,10 +690,12 @@ def record_diff(got: list[ConsumedRecord], want: list[ConsumedRecord]) -> str:
     return ""
 
 
-def seek_targets(topic: str, partition: int, partition_dir: Path, files: PartitionFiles) -> list[tuple[str, int, int]]:
+def seek_targets(topic: str, partition: int, partition_dir: Path, files: PartitionFiles,
+                 limit: int | None = None) -> list[tuple[str, int, int]]:
     """Offsets whose fetch goes through an offset-index entry: for every entry of every ``.index``
     of the dir, its offset and the offset just before the batch at its position (a fetch there must
-    start in the batch before; an entry with too small an offset sends it to the later batch)."""
+    start in the batch before; an entry with too small an offset sends it to the later batch).
+    ``limit``: at most that many, spread evenly over the partition."""
     first_at = {(seg, pos): first for seg, pos, first in files.batch_bases}
     out = set()
     for idx in sorted(partition_dir.glob("*.index")):
@@ -694,12 +704,29 @@ def seek_targets(topic: str, partition: int, partition_dir: Path, files: Partiti
             out.add(seg + rel)
             if (seg, pos) in first_at and first_at[(seg, pos)] > 0:
                 out.add(first_at[(seg, pos)] - 1)
-    return [(topic, partition, o) for o in sorted(out)]
+    offsets = sorted(out)
+    if limit is not None and len(offsets) > limit:
+        offsets = [offsets[i * len(offsets) // limit] for i in range(limit)]
+    return [(topic, partition, o) for o in offsets]
 
 
 def expected_first(records: list[FileRecord], target: int) -> int | None:
     """The first offset at or after ``target`` (compacted logs have holes)."""
     return next((r.offset for r in records if r.offset >= target), None)
+
+
+def pick_timestamps(records: list[FileRecord]) -> list[int]:
+    """A few offsetsForTimes targets for a partition's records: before the first timestamp, at
+    records' own timestamps (the sixth, which the fixtures put out of order, and the last), between
+    two, at and after the largest. Empty when no record has a timestamp (v0)."""
+    stamps = sorted({r.timestamp for r in records if r.timestamp >= 0})
+    if not stamps:
+        return []
+    picks = {stamps[0] - 1, stamps[0], stamps[len(stamps) // 3], stamps[len(stamps) // 2] + 1, stamps[-1],
+             stamps[-1] + 1, records[-1].timestamp}
+    if len(records) > 5:
+        picks.add(records[5].timestamp)
+    return sorted(t for t in picks if t >= 0)
 
 
 def expected_offset_for_time(records: list[FileRecord], ts: int) -> tuple[int, int] | None:
@@ -728,6 +755,28 @@ def corrupt_index_entry(partition_dir: Path, files: PartitionFiles) -> tuple[str
 
 
 # --- fixtures (a conftest imports them where tests need them) --------------------------------
+def shared_across_workers(tmp_path_factory: pytest.TempPathFactory, key: str, build: Callable[[], _T]) -> _T:
+    """``build()`` once per test session. pytest-xdist hands a module's tests to whichever worker
+    is free, so a module-scoped scenario would otherwise be built (brokers started, consumers run)
+    on each worker that gets one of its tests: the first worker builds it under a file lock and
+    pickles the result into the session's shared temporary directory; the others wait and load
+    it (the broker's logs stay where the builder's node wrote them). Without xdist: ``build()``."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return build()
+    root = tmp_path_factory.getbasetemp().parent / "realkafka-shared"
+    root.mkdir(exist_ok=True)
+    data = root / f"{key}.pickle"
+    with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if data.exists():
+            return pickle.loads(data.read_bytes())
+        result = build()
+        tmp = data.with_suffix(".tmp")
+        tmp.write_bytes(pickle.dumps(result))
+        os.replace(tmp, data)
+        return result
+
+
 @pytest.fixture(scope="module")
 def kafka_node_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """``make(version=LATEST) -> KafkaNode`` (formatted, not started); every node is stopped at
