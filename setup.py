@@ -65,7 +65,6 @@ def _extensions() -> list[Extension]:
         Extension(name, sources=[name.replace(".", "/") + ".pyx", *c_sources], include_dirs=[VENDOR],
                   extra_compile_args=["-O3", "-Wno-unused-function"])
         for name, c_sources in EXTENSIONS.items()
-        if os.path.exists(name.replace(".", "/") + ".pyx")
     ]
     directives = {
         "language_level": 3,

@@ -8,7 +8,7 @@ from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free, malloc, realloc
 
 cdef extern from "kbytes.h":
     int16_t kb_i16(const unsigned char *p) nogil
@@ -83,3 +83,20 @@ cdef inline object buf_view(Buf *b):
     if not b.n:
         return memoryview(b"")
     return PyMemoryView_FromMemory(<char *>b.p, b.n, PyBUF_READ)
+
+
+cdef inline int64_t *int64_array(object values, Py_ssize_t *n) except? NULL:
+    """The ints of ``values`` in a malloc'ed array (``n``: how many); OverflowError beyond int64."""
+    cdef Py_ssize_t i
+    cdef int64_t *a
+    n[0] = len(values)
+    a = <int64_t *>malloc(<size_t>(n[0] if n[0] else 1) * sizeof(int64_t))
+    if a == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n[0]):
+            a[i] = values[i]
+    except BaseException:
+        free(a)
+        raise
+    return a

@@ -12,13 +12,13 @@ Twins (compiled module: what it twins):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from migration.formats.compression import Codecs, Data
 from migration.formats.model import Record
 
-Buffer = bytes | bytearray | memoryview
+Buffer = bytes | memoryview  # what the format modules hand the kernels
 # A scanned inner message (legacy.py): (absolute offset, effective timestamp, key length
 # position, key length, value length, value end, message end) in the scanned buffer.
 ScanEntry = tuple[int, int, int, int, int, int, int]
@@ -32,7 +32,7 @@ class CrcKernels(Protocol):
 
 
 class LegacyKernels(Protocol):
-    def scan_inner(self, data: Buffer, magic: int, wrapper_offset: int, lat: int | None, /) -> list[ScanEntry] | None:
+    def scan_inner(self, data: bytes, magic: int, wrapper_offset: int, lat: int | None, /) -> list[ScanEntry] | None:
         ...
 
     def legacy_digest(self, data: Buffer, entries: Sequence[ScanEntry], parts: list[bytes | memoryview],
@@ -108,9 +108,6 @@ class SegmentWalker(Protocol):
     def feed_digest(self, digester: Any, /) -> bool: ...
 
 
-class WalkerType(Protocol):
-    """A walker class: built with the validation's keyword arguments and the duties it takes."""
-
-    def __call__(self, *, deep: bool, base_offset: int, next_base_offset: int | None,
-                 offset_entries: Sequence[tuple[int, int]], time_entries: Sequence[tuple[int, int]],
-                 leader_epochs: Sequence[tuple[int, int]] | None, **duties: Any) -> SegmentWalker: ...
+# A walker class (``_cwalker.SegmentWalker`` or a subclass registered by a layer above): built with
+# the validation's keyword arguments and the duties it takes.
+WalkerType = Callable[..., SegmentWalker]

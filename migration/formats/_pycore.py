@@ -1,5 +1,6 @@
 """The record core in pure Python: the reference implementation of every kernel of
-:mod:`migration.formats.core` (the compiled one, ``_ccore.pyx``, must behave exactly like it).
+:mod:`migration.formats.core` (the compiled twins, ``_ccrc.pyx``, ``_clegacy.pyx``, ``_crecord_batch.pyx``, must
+behave exactly like it; ``_protocols.py`` types each seam).
 
 A kernel handles the regular case only. Where it returns None the caller hands the batch to
 the careful parser of its format module (``legacy.py``, ``record_batch.py``), which raises the

@@ -192,8 +192,7 @@ def available() -> list[str]:
 
 # Walker classes of the layers above, by the duties they add (register_walker).
 _extended_walkers: list[tuple[frozenset[str], WalkerType]] = []
-_OWN_DUTIES = frozenset({"digest", "count_from", "target_magic", "stamp_v0", "output_leader_epochs", "segment_bytes",
-                         "max_message_bytes", "index_interval_bytes"})  # step 1: the walker still converts
+_OWN_DUTIES = frozenset({"digest", "count_from"})
 
 
 def register_walker(duties: Iterable[str], walker_type: WalkerType) -> None:

@@ -39,11 +39,12 @@ import bisect
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
 from migration.formats import core, names
+from migration.formats._protocols import SegmentWalker
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import FileRecords
@@ -122,6 +123,20 @@ def batch_offset_problems(first: int | None, last: int, prev_last: int, base: in
                                                   f"{next_base}")
 
 
+@runtime_checkable
+class WalkerObserver(Protocol):
+    """An ``on_batch`` of :func:`validate_segment` that also lets the compiled core's segment
+    walker judge runs of batches: the walker's duties for it (``core.segment_walker``'s keyword
+    arguments, or None for no walker), and what it takes from the walker at the end."""
+
+    def __call__(self, batch: Any, /) -> None: ...
+
+    @property
+    def walker_duties(self) -> dict[str, int] | None: ...
+
+    def absorb_walker(self, walker: SegmentWalker, /) -> None: ...
+
+
 def validate_segment(
     log_path: str | os.PathLike[str],
     *,
@@ -136,10 +151,9 @@ def validate_segment(
     streaming pass. ``next_base_offset`` is the partition's next segment's; None means this is
     the partition's last (active) segment.
 
-    ``on_batch`` sees every batch the loop reads. One that also has ``walker_duties`` (a dict
-    of :class:`SegmentWalker` duties, or None) and ``absorb_walker(walker)`` lets the compiled
-    core judge runs of batches in C and takes what it gathered about them at the end; without
-    them the loop reads every batch itself."""
+    ``on_batch`` sees every batch the loop reads. A :class:`WalkerObserver` (``walker_duties``
+    and ``absorb_walker``) lets the compiled core judge runs of batches in C and takes what it
+    gathered about them at the end; any other callable has the loop read every batch itself."""
 
     res = result if result is not None else ValidationResult()
     log_path = Path(log_path)
@@ -168,8 +182,9 @@ def validate_segment(
     batches = 0
     # The compiled record core judges runs of regular batches in C (none of them has a finding)
     # and leaves every other batch to this loop; it carries the loop's state meanwhile.
-    duties = {} if on_batch is None else getattr(on_batch, "walker_duties", None)
-    walker = None if duties is None else core.segment_walker(
+    observer = on_batch if isinstance(on_batch, WalkerObserver) else None
+    duties = {} if on_batch is None else None if observer is None else observer.walker_duties
+    walker: SegmentWalker | None = None if duties is None else core.segment_walker(
         deep=deep, base_offset=base, next_base_offset=next_base_offset, offset_entries=offset_entries,
         time_entries=time_entries, leader_epochs=leader_epochs, **duties)
     try:
@@ -261,8 +276,8 @@ def validate_segment(
             prev_last, max_ts, oi, ti = walker.prev_last, walker.max_ts, walker.oi, walker.ti
         batches += walker.batches
         records += walker.records
-        if on_batch is not None:
-            on_batch.absorb_walker(walker)  # type: ignore[attr-defined]
+        if observer is not None:
+            observer.absorb_walker(walker)
     if summary.valid and fr.trailing_bytes:
         res.add("error", FindingCode.TRAILING_BYTES, log_path,
                 f"{fr.trailing_bytes} bytes after the last complete batch (a truncated tail)",
@@ -297,7 +312,7 @@ def validate_segment(
     return res, summary
 
 
-def _hand_back(walker: Any, prev_last: int, max_ts: int, oi: int, ti: int) -> None:
+def _hand_back(walker: SegmentWalker, prev_last: int, max_ts: int, oi: int, ti: int) -> None:
     """The loop's state to the segment walker; a last offset beyond int64 (base offset plus
     delta of a corrupt v2 batch) ends the walker's part: the loop carries on alone."""
     try:

@@ -60,6 +60,14 @@ from migration.migrations.common.checksum import (
 )
 from migration.runtime.faults import fault_point, fault_points
 
+try:  # this module's conversion and index rules compiled (_crewrite.pyx), built with the record core
+    from migration.migrations.upgrade import _crewrite
+except ImportError:  # not built: the loop of rewrite_segment converts every batch
+    pass
+else:
+    # core.segment_walker(target_magic=..., ...) then makes one: a segment walker that converts
+    core.register_walker(_crewrite.DUTIES, _crewrite.RewriteWalker)
+
 INT32_MAX = 2**31 - 1
 _T = TypeVar("_T")
 # The writer thread's buffers, three per output segment (why 1 MiB: fileio.BackgroundWriter).

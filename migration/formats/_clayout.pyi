@@ -1,0 +1,3 @@
+"""Stub of the compiled ``_clayout.pyx``."""
+
+LAYOUT: dict[str, int]
