@@ -94,9 +94,13 @@ def tier_prepare(
         "cluster description's excluded_topics count too.")] = None,
     assign_leader_epoch: Annotated[bool, typer.Option(
         "--assign-leader-epoch", help="Give data written before KIP-101 leader epoch 0 from the log start offset "
-        "in the leader-epoch-checkpoint, so its segments can be tiered (docs/formats.md §5.7).")] = False,
+        "in the leader-epoch-checkpoint, so its segments can be tiered (docs/formats.md §5.7); the original is "
+        "kept, and 'kmigrate rollback RUN' restores it.")] = False,
 ) -> None:
     """Make partitions ready for tiered storage and stage their closed segments.
+
+    What it changes in the log dirs (producer snapshots, rebuilt indexes, the leader-epoch
+    checkpoint) is backed up first: 'kmigrate rollback RUN' undoes it (staged objects stay).
 
     Exit 0 when every partition is ready and staged, 1 when any could not be (after doing all
     the others), 2 for a wrong path or value (nothing written), 3 when refused (a live broker
