@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from migration.audit import schema_export
 from migration.migrations.common.backup import UnitBackup
 from migration.migrations.common.leader_epoch import EpochAssignment
+from migration.migrations.tier.backup import PartitionBackup
 from migration.migrations.tier.plan import TierPrepare
 from migration.migrations.unify.plan import UnifyPrepare
 from migration.migrations.upgrade.journal import UnitJournal
@@ -32,6 +33,7 @@ RUN_DOCUMENTS: dict[str, type[BaseModel]] = {
     "tier-prepare": TierPrepare,
     "backup-unit-manifest": UnitBackup,
     "backup-leader-epoch": EpochAssignment,
+    "backup-tier-partition": PartitionBackup,
 }
 ALL: dict[str, type[BaseModel]] = {**schema_export.SCHEMAS, **RUN_DOCUMENTS}
 
