@@ -356,3 +356,12 @@ def _judge_lookups(g: Genuine, prefix: str) -> None:
              for (t, p, o), first in g.seeks.items() if t.startswith(prefix)
              if first != (want := expected_first(g.files[f"{t}-{p}"].records, o))]
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("prefix", list(UPGRADES), ids=IDS.get)
+def test_kmigrates_snapshots_equal_the_ones_kafka_writes(genuine, prefix):
+    """Every partition kmigrate rewrote: its .snapshot files (names = offsets, and bytes) equal the
+    ones Kafka left after its recovery and clean stop (at the segment boundaries and the log end)."""
+    assert not (diffs := realkafka.snapshot_differences(
+        {tp: genuine.sources[tp] for tp in _of(genuine, prefix) if tp in genuine.rewritten}, genuine.rebuilt)), \
+        "\n".join(diffs)
