@@ -446,6 +446,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make ui: {e}", file=sys.stderr)
         return 2
     env = process_env(airflow_home=airflow_home, config=config, home=home, scheduled=args.scheduled_runs)
+    if not (config_option(config, env, "core", "execution_api_server_url", "")
+            or config_option(config, env, "api", "base_url", "")):
+        # Task processes report to the api-server's execution API, by default on localhost:8080:
+        # on another port (8080 taken, --port) every task would fail with "connection refused".
+        env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = f"http://{HOST}:{port}/execution/"
 
     reports = default_report_root(home)
     runs = len(ReportStore(reports).run_ids())
@@ -461,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make ui: {e}", file=sys.stderr, flush=True)
         return 1
     print("connection " + (f"{describe(SPARK_CONN_ID, DEMO_SPARK)} written into Airflow's database" if written
-                           else f"{SPARK_CONN_ID}: the one in Airflow's database"), flush=True)
+                           else f"{SPARK_CONN_ID}: already set, kept"), flush=True)
 
     launcher = Launcher(stop_timeout=args.stop_timeout, log_dir=log_dir)
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

@@ -94,7 +94,7 @@ def test_canary_only_run_through_the_rest_api_waits_for_approval(airflow_base_en
         def approval_waits():
             status, ti = _get(f"{origin}/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances/approve_human", token)
             assert ti.get("state") not in ("failed", "upstream_failed", "skipped"), ti
-            return status == 200 and ti.get("state") == "deferred"
+            return status == 200 and ti.get("state") in ("awaiting_input", "deferred")  # Airflow 3.3: awaiting_input
 
         until("the approval wait", approval_waits, 480)
         status, tis = _get(f"{origin}/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances", token)
