@@ -120,7 +120,9 @@ def finalize_upgrade(run_id: str, *, engine: str | None = None, plan: UpgradePla
         elif dry_run:
             ur = UnitResult(unit=Path(u.path).name, path=u.path, status=UnitStatus.PLANNED,
                             input_format=",".join(sorted(SegmentParams.model_validate(u.params).formats)) or None,
-                            output_format=target, bytes_before=u.size, bytes_after=prep.estimates.get(u.id))
+                            output_format=target, bytes_before=u.size, bytes_after=prep.estimates.get(u.id),
+                            records_before=prep.record_estimates.get(u.id),
+                            records_after=prep.record_estimates.get(u.id))
         elif r is None:
             ur = UnitResult(unit=Path(u.path).name, path=u.path, status=UnitStatus.FAILED,
                             errors=[Finding(message="no result for this unit (engine stopped?); re-run with the "

@@ -79,6 +79,8 @@ class UpgradePrepare(PrepareDocument):
     corrupt: list[CorruptRow] = Field(default_factory=list)
     ineligible: list[IneligibleRow] = Field(default_factory=list)
     estimates: dict[str, int] = Field(default_factory=dict, description="Dry run: unit id -> bytes after")
+    record_estimates: dict[str, int] = Field(
+        default_factory=dict, description="Dry run: unit id -> the records the real run rewrites (and counts)")
 
 
 class SegmentParams(BaseModel):
@@ -156,6 +158,8 @@ class _SegmentSurvey:
         self.bytes_by_magic: dict[str, int] = {}
         self.growth = 0
         self.records: int | None = 0
+        # a dry run: every record of the segment, the count the real run's unit reports
+        self.all_records: int | None = 0
 
     def __call__(self, b: Any) -> None:
         label = f"v{b.magic}"
@@ -171,6 +175,11 @@ class _SegmentSurvey:
                 self.records += b.record_count
             except KafkaFormatError:
                 self.records = None  # corrupt: the validation reports it
+        if self.estimate_growth and self.all_records is not None:
+            try:
+                self.all_records += b.record_count
+            except KafkaFormatError:
+                self.all_records = None  # corrupt: the validation reports it
         if self.estimate_growth and b.magic < self.target:
             self.growth += sum(len(p.data) for p in self.converter.convert(b)) - b.size_in_bytes
 
@@ -266,6 +275,7 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
     corrupt: list[CorruptRow] = []
     ineligible: list[IneligibleRow] = []
     estimates: dict[str, int] = {}
+    record_estimates: dict[str, int] = {}
     leftovers: list[str] = []
     for i, d in enumerate(dirs):
         ld = scan_log_dir(d, stats=False)
@@ -319,6 +329,8 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                     continue
                 uid = _unit_id(bid, i, part.topic, part.partition, seg.base_offset)
                 estimates[uid] = seg.size + survey.growth
+                if deep and survey.all_records is not None:
+                    record_estimates[uid] = survey.all_records
                 # serial_key: one replacement in flight per partition directory, on every engine
                 units.append(Unit(kind=UNIT_KIND, id=uid, broker_id=bid, log_dir=d, path=str(log_path),
                                   topic=part.topic, partition=part.partition, size=seg.size,
@@ -341,7 +353,8 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                                     run_lock=run_lock(dirs, options.target, run_id))
     prepare = UpgradePrepare(run_id=run_id, started_at=started.isoformat(), log_dirs=dirs, dry_run=options.dry_run,
                              target=options.target, warnings=warnings, skipped=skipped, corrupt=corrupt,
-                             ineligible=ineligible, estimates=estimates)
+                             ineligible=ineligible, estimates=estimates,
+                             record_estimates=record_estimates)
     rd.write_prepare(prepare)
     rd.write_job(units, job_options.model_dump(mode="json"))
     return UpgradePlan(run_dir=rd, prepare=prepare, units=units, options=job_options)

@@ -40,3 +40,20 @@ def test_report_counts_every_record_of_the_broker(sample_cluster_template, tmp_p
     assert report.exit_code() == 0
     assert any(u.status is UnitStatus.SKIPPED for u in report.iter_results())
     assert report.totals.records_before == report.totals.records_after == on_disk
+
+
+@pytest.mark.parametrize(("broker", "target"), [(1, "v2"), (3, "v1")])
+def test_dry_run_counts_the_records_the_real_run_counts(sample_cluster_template, tmp_path, broker, target):
+    """Issue 28, item 4: a dry run counted only the segments already in the target format (602 of
+    broker 1's 2,082 records); its planned units now carry the records the real run rewrites."""
+    log_dir = tmp_path / "kafka-logs"
+    shutil.copytree(sample_cluster_template.broker_log_dirs[broker], log_dir, copy_function=shutil.copy2)
+    plan = execute_upgrade([str(log_dir)], options=UpgradeOptions(target=target, dry_run=True), engine="inline")
+    real_run = execute_upgrade([str(log_dir)], options=UpgradeOptions(target=target), engine="inline")
+    assert real_run.exit_code() == 0
+    assert plan.totals.records_before == real_run.totals.records_before
+    assert plan.totals.records_after == real_run.totals.records_after
+    by_path = {u.path: u for u in real_run.iter_results()}
+    for u in plan.iter_results():
+        if u.status is UnitStatus.PLANNED and u.unit.endswith(".log"):
+            assert u.records_before == by_path[u.path].records_before, u.path
