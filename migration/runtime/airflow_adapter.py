@@ -43,6 +43,54 @@ def find_connection(conn_id: str) -> ConnectionInfo | None:
         return None
 
 
+class AwsConnection(BaseModel):
+    """An Airflow ``aws`` connection as the amazon provider resolves it (its
+    ``AwsConnectionWrapper`` and the session its ``AwsBaseHook`` builds): the key pair, a shared
+    config profile, a role to assume (assumed here: the keys are then the role's temporary
+    ones), the service's endpoint (``service_config`` or the global ``endpoint_url``), the
+    region, ``verify`` and the botocore config's addressing style. The secrets stay secret."""
+
+    conn_id: str
+    endpoint_url: str | None = None
+    region: str | None = None
+    addressing_style: str | None = None
+    verify: bool | str | None = None
+    profile: str | None = None
+    role_arn: str | None = None
+    access_key_id: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    secret_access_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    session_token: SecretStr | None = Field(default=None, exclude=True, repr=False)
+
+
+def aws_connection(conn_id: str, service: str = "s3") -> AwsConnection:
+    """Airflow's ``aws`` connection ``conn_id`` for ``service``, resolved by the amazon
+    provider, never parsed here: what the provider supports (keys, ``profile_name``,
+    ``role_arn`` with ``assume_role_method``/``assume_role_kwargs``, ``service_config``
+    endpoints, ``verify``, ``config_kwargs``), kmigrate supports."""
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    if find_connection(conn_id) is None:  # the provider would fall back to the default chain, silently
+        raise LookupError(f"Airflow has no connection {conn_id!r} (docs/operations.md, \"Connections\", says how "
+                          "to create it)")
+    hook = AwsBaseHook(aws_conn_id=conn_id, client_type=service)
+    wrapper = hook.conn_config
+    session = hook.get_session(region_name=wrapper.region_name)
+    credentials = session.get_credentials()
+    frozen = credentials.get_frozen_credentials() if credentials is not None else None
+    s3_config = (wrapper.botocore_config.s3 or {}) if wrapper.botocore_config is not None else {}
+
+    def secret(value: str | None) -> SecretStr | None:
+        return SecretStr(value) if value else None
+
+    return AwsConnection(
+        conn_id=conn_id, endpoint_url=wrapper.get_service_endpoint_url(service), region=session.region_name,
+        addressing_style=s3_config.get("addressing_style"), verify=wrapper.verify, profile=wrapper.profile_name,
+        role_arn=wrapper.role_arn,
+        access_key_id=secret(frozen.access_key if frozen else None),
+        secret_access_key=secret(frozen.secret_key if frozen else None),
+        session_token=secret(frozen.token if frozen else None))
+
+
 def skip_task(reason: str) -> NoReturn:
     """End the running Airflow task as *skipped* with ``reason`` (shown in its log and state)."""
     from airflow.sdk.exceptions import AirflowSkipException

@@ -3,10 +3,11 @@ package lives here (the import contract in pyproject.toml allows no other module
 
 - Settings: endpoint URL, region, path-style or virtual-host addressing, and where credentials
   come from: the standard AWS chain (environment variables, shared config/credentials files,
-  ``profile``), or an Airflow connection of type ``aws`` (``s3_settings_from_airflow_connection``,
-  endpoint in the connection extra). Credentials are ``SecretStr`` fields excluded from every
-  dump, so settings can be logged or written into a run's job file without leaking them; an
-  Airflow connection is carried as its id and resolved again on the executor.
+  ``profile``), or an Airflow connection of type ``aws`` (``s3_settings_from_airflow_connection``:
+  resolved by the amazon provider through the runtime's adapter, assumed roles included).
+  Credentials are ``SecretStr`` fields excluded from every dump, so settings can be logged or
+  written into a run's job file without leaking them; an Airflow connection is carried as its
+  id and resolved again on the executor.
 - Names are checked before any request: the bucket against S3's naming rules, the endpoint URL
   for scheme, host and port (and for credentials written into it, which are refused unprinted).
 - Errors are explained in one line per cause (cannot connect, no such bucket, access denied,
@@ -123,29 +124,29 @@ class S3Settings(BaseModel):
     connect_timeout: float = 10.0
     read_timeout: float = 60.0
     max_attempts: int = 5
+    verify: bool | str | None = Field(default=None, description="TLS verification: false, or a CA bundle's path "
+                                      "(None: botocore's default)")
     access_key_id: SecretStr | None = Field(default=None, exclude=True, repr=False)
     secret_access_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
     session_token: SecretStr | None = Field(default=None, exclude=True, repr=False)
 
 
 def s3_settings_from_airflow_connection(conn_id: str, **overrides: Any) -> S3Settings:
-    """Settings from an Airflow ``aws`` connection: login/password are the key pair, the extra
-    may hold ``endpoint_url`` (or ``host``), ``region_name``, ``aws_session_token``,
-    ``addressing_style``/``s3.addressing_style``. Airflow is read through the runtime's adapter."""
-    from migration.runtime.airflow_adapter import get_connection  # lazy: the CLI and tests need no Airflow
+    """Settings from an Airflow ``aws`` connection, resolved by the amazon provider through the
+    runtime's adapter (keys, a profile, a role to assume, the S3 endpoint, ``verify``, the
+    addressing style of its botocore config); ``overrides`` (the DAG's params) win."""
+    from migration.runtime.airflow_adapter import aws_connection  # lazy: the CLI and tests need no Airflow
 
-    conn = get_connection(conn_id)
-    extra = conn.extra
-    s3_cfg = extra.get("config_kwargs", {}).get("s3", {}) if isinstance(extra.get("config_kwargs"), dict) else {}
-    style = extra.get("addressing_style") or s3_cfg.get("addressing_style") or "path"
+    conn = aws_connection(conn_id, "s3")
     values: dict[str, Any] = {
-        "endpoint_url": extra.get("endpoint_url") or extra.get("host") or conn.host or None,
-        "region": extra.get("region_name") or "us-east-1",
-        "path_style": style == "path",
+        "endpoint_url": conn.endpoint_url,
+        "region": conn.region or "us-east-1",
+        "path_style": (conn.addressing_style or "path") == "path",
+        "verify": conn.verify,
         "aws_conn_id": conn_id,
-        "access_key_id": SecretStr(conn.login) if conn.login else None,
-        "secret_access_key": conn.password,
-        "session_token": SecretStr(extra["aws_session_token"]) if extra.get("aws_session_token") else None,
+        "access_key_id": conn.access_key_id,
+        "secret_access_key": conn.secret_access_key,
+        "session_token": conn.session_token,
     }
     values.update(overrides)
     return S3Settings(**values)
@@ -185,7 +186,8 @@ def make_client(settings: S3Settings, session: Any = None) -> Any:
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
-    return (session or make_session(settings)).client("s3", endpoint_url=settings.endpoint_url, config=config)
+    return (session or make_session(settings)).client("s3", endpoint_url=settings.endpoint_url, config=config,
+                                                     verify=settings.verify)
 
 
 def _error_code(exc: BaseException) -> str | None:

@@ -453,7 +453,8 @@ def test_verify_reads_back_and_catches_a_changed_object(store_env, tmp_path):
 def test_settings_from_airflow_connection_keep_the_secret_out_of_dumps(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_KMIGRATE_S3", json.dumps({
         "conn_type": "aws", "login": "AKIAFROMAIRFLOW", "password": FAKE_SECRET_KEY,
-        "extra": {"endpoint_url": "http://127.0.0.1:9", "region_name": "eu-west-1", "addressing_style": "virtual"}}))
+        "extra": {"endpoint_url": "http://127.0.0.1:9", "region_name": "eu-west-1",
+                  "config_kwargs": {"s3": {"addressing_style": "virtual"}}}}))
     from migration.migrations.tier.s3 import s3_settings_from_airflow_connection
 
     st = s3_settings_from_airflow_connection("kmigrate_s3")
