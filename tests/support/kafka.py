@@ -49,6 +49,7 @@ POMS = ROOT / "tools" / "kafka"
 JAVA = os.environ.get("KMIGRATE_JAVA", "java")
 JAVAC = os.environ.get("KMIGRATE_JAVAC", "javac")
 CLIENT_SOURCE = ROOT / "tests" / "realkafka" / "RealKafkaClient.java"
+ADMIN_SOURCE = ROOT / "tests" / "realkafka" / "RealKafkaAdmin.java"
 
 # The pinned versions (one POM each): the latest 4.1 patch and the newest 4.x on Maven Central.
 VERSIONS = ("4.1.2", "4.4.0")
@@ -148,18 +149,24 @@ def run_tool(version: str, tool: str, *args: str, logs_dir: Path | None = None, 
 
 def client_classes(version: str) -> Path:
     """RealKafkaClient.java compiled against ``version``'s clients, cached in .tools/ by source hash."""
+    return java_classes(version, CLIENT_SOURCE)
+
+
+def java_classes(version: str, source: Path) -> Path:
+    """A one-file Java program of tests/realkafka/ (RealKafkaClient.java, RealKafkaAdmin.java)
+    compiled against ``version``'s jars, cached in .tools/ by source hash; the class path entry."""
     lib_dir(version)
-    digest = hashlib.sha256(CLIENT_SOURCE.read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     out = TOOLS / version / "client" / digest
-    if (out / "RealKafkaClient.class").is_file():
+    if (out / f"{source.stem}.class").is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".build-"))
-    proc = subprocess.run([JAVAC, "-nowarn", "-cp", classpath(version), "-d", str(tmp), str(CLIENT_SOURCE)],
+    proc = subprocess.run([JAVAC, "-nowarn", "-cp", classpath(version), "-d", str(tmp), str(source)],
                           capture_output=True, text=True, timeout=180)
     if proc.returncode:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise AssertionError(f"javac {CLIENT_SOURCE} against Kafka {version} failed:\n{proc.stderr}")
+        raise AssertionError(f"javac {source} against Kafka {version} failed:\n{proc.stderr}")
     try:
         os.rename(tmp, out)
     except OSError:  # another worker won the race
