@@ -849,7 +849,8 @@ class LogDump:
                                {"entry": "outOfOrderTimestamp", "file": file, "indexTimestamp": index_ts,
                                 "previousTimestamp": prev_ts}, err=True)
         for file, pairs in f.offsets_not_found.items():
-            yield DumpLine("The following indexed offsets are not found in the log.", None, err=True)
+            # Kafka 4.3+ names the file (4.1's Scala tool said "... not found in the log.")
+            yield DumpLine(f"The following indexed offsets are not found in :{file}", None, err=True)
             for index_offset, log_offset in pairs:
                 yield DumpLine(f"Indexed offset: {index_offset}, found log offset: {log_offset}",
                                {"entry": "indexedOffsetNotFound", "file": file, "indexOffset": index_offset,

@@ -726,7 +726,7 @@ def test_time_index(tmp_path):
         "  Index timestamp: 900, log timestamp: 2001",
         f"Found out of order timestamp in :{tindex}",
         "  Index timestamp: 900, Previously indexed timestamp: 1500",
-        "The following indexed offsets are not found in the log.",
+        f"The following indexed offsets are not found in :{tindex}",
         "Indexed offset: 13, found log offset: 14",
         "Indexed offset: 99, found log offset: -1",
     ]
