@@ -470,6 +470,29 @@ def _link_row(link: ReportLink, role: str, href: Callable[[str], str]) -> dict[s
             "units": link.units, "href": href(link.run_id)}
 
 
+def param_rows(params: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """The run's parameters as key/value rows a person reads: a mapping becomes one row per key
+    (``excluded_topics.audit``), a list of plain values one comma-separated cell, None ``–``."""
+    rows: list[tuple[str, str]] = []
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            rows.extend(param_rows(value, name + ".") if value else [(name, "–")])
+        elif isinstance(value, list) and all(not isinstance(v, Mapping | list) for v in value):
+            rows.append((name, ", ".join("–" if v is None else str(v) for v in value) or "–"))
+        elif isinstance(value, Mapping | list):
+            import json
+
+            rows.append((name, json.dumps(value)))
+        elif value is None:
+            rows.append((name, "–"))
+        elif isinstance(value, bool):
+            rows.append((name, "yes" if value else "no"))
+        else:
+            rows.append((name, str(value)))
+    return rows
+
+
 def render_html(
     report: RunReport, *, links: Sequence[ReportLink] = (), href: Callable[[str], str] = stored_page_href
 ) -> str:
@@ -572,6 +595,8 @@ def render_html(
         chart_bytes=svg_bytes_per_broker(brokers),
         chart_progress=svg_progress(r["timeline"], r["started_at"]),
         dag_run_reports=dag_run_reports,
+        param_rows=param_rows(r["params"]),
+        href=href,
         fmt_bytes=fmt_bytes,
         fmt_int=fmt_int,
         fmt_seconds=fmt_seconds,

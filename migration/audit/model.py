@@ -419,12 +419,35 @@ class StepRef(_Model):
     status: RunStatus | None = Field(default=None, description="The step's status; None: it left no report")
     exit_code: int | None = None
     units: NonNegativeInt = 0
+    note: str | None = Field(default=None, description="Why a step has no units (its refusal or first warning)")
 
     @classmethod
     def of(cls, report: RunReport) -> StepRef:
+        note = None
+        if not report.totals.units:
+            note = report.refusal or next((w.message for w in [*report.errors, *report.warnings]), None)
         return cls(run_id=report.run_id, kind=report.kind, task_id=report.task_id,
                    broker_ids=[b.broker_id for b in report.brokers], status=report.status,
-                   exit_code=report.exit_code(), units=report.totals.units)
+                   exit_code=report.exit_code(), units=report.totals.units, note=note)
+
+
+class RunEvent(_Model):
+    """Something that happened to a run after its report was written: a rollback or a commit of
+    it finished. Appended to the run's own report, so the report says what became of the run."""
+
+    kind: RunKind = Field(description="rollback or commit")
+    run_id: str = Field(pattern=RUN_ID_PATTERN, description="The rollback's or commit's own report")
+    at: AwareDatetime
+    status: RunStatus
+    summary: str = Field(description="What it did, one line (e.g. restored 7 segments: 2,082 records, ...)")
+
+    @field_validator("at")
+    @classmethod
+    def _to_utc(cls, value: datetime) -> datetime:
+        return _utc(value)
+
+    def describe(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} UTC {self.kind.value} {self.run_id}: {self.status.value}: {self.summary}"
 
 
 ParamValue = str | int | float | bool | None | list[Any] | dict[str, Any]
@@ -485,6 +508,8 @@ class RunReport(_Derived):
     errors: list[Finding] = Field(default_factory=list, description="Run-level errors")
     session: SessionInfo | None = None
     timeline: list[ProgressPoint] = Field(default_factory=list)
+    events: list[RunEvent] = Field(
+        default_factory=list, description="Rollbacks and commits of this run that finished after it, oldest first")
 
     @field_validator("started_at", "finished_at")
     @classmethod
@@ -638,8 +663,14 @@ class RunReport(_Derived):
         self.timeline.append(point)
         return point
 
-    def warn(self, message: str, file: str | None = None, position: int | None = None) -> None:
-        self.warnings.append(Finding(message=message, file=file, position=position))
+    def warn(self, message: str, file: str | None = None, position: int | None = None,
+             code: FindingCode | str | None = None) -> None:
+        self.warnings.append(Finding(message=message, file=file, position=position, code=code))
+
+    def last_event(self, kind: RunKind) -> RunEvent | None:
+        """The latest successful ``kind`` (rollback, commit) of this run, if any."""
+        found = [e for e in self.events if e.kind is kind and e.status is RunStatus.OK]
+        return found[-1] if found else None
 
     def error(self, message: str, file: str | None = None, position: int | None = None) -> None:
         self.errors.append(Finding(message=message, file=file, position=position))

@@ -188,6 +188,20 @@ class ReportStore:
                 sink.put(f"{report.run_id}/{name}", data, content_type)
         return run_dir / REPORT_JSON
 
+    def append_event(self, run_id: str, done: RunReport, summary: str) -> bool:
+        """Add to run ``run_id``'s report that ``done`` (a rollback or commit of it) finished,
+        saying ``summary``; False when that run left no readable report here (nothing to add to)."""
+        from migration.audit.model import RunEvent
+
+        try:
+            report = self.load(run_id)
+        except (ReportNotFound, InvalidRunId, OSError, ValueError):
+            return False
+        report.events.append(RunEvent(kind=done.kind, run_id=done.run_id, at=done.finished_at or done.started_at,
+                                      status=done.status, summary=summary))
+        self.save(report)
+        return True
+
     def load(self, run_id: str) -> RunReport:
         path = self.json_path(run_id)
         try:

@@ -187,9 +187,57 @@ def _steps(report: RunReport) -> list[tuple[str, bool]]:
             continue
         brokers = (f"broker{'' if len(s.broker_ids) == 1 else 's'} {', '.join(map(str, s.broker_ids))}"
                    if s.broker_ids else "no brokers")
-        out.append((f"step {s.run_id}: {s.status.value} (exit {s.exit_code}), {s.units} units, {brokers}",
+        why = f" ({s.note})" if s.note and not s.units else ""
+        out.append((f"step {s.run_id}: {s.status.value} (exit {s.exit_code}), {s.units} units, {brokers}{why}",
                     s.exit_code == 0))
     return out
+
+
+def note_lines(report: RunReport) -> list[str]:
+    """The run's warnings (where the backups are, the commit and rollback commands, ...) and what
+    happened to it since (a rollback, a commit: its events), one line each."""
+    lines = [f"note: {_where(w)}{w.message}" for w in report.warnings]
+    lines.extend(f"event: {e.describe()}" for e in report.events)
+    return lines
+
+
+_DETAIL_COLUMNS = ("broker", "partition", "units", "ok", "failed", "skipped", "other", "bytes before", "bytes after",
+                   "records before", "records after", "why")
+
+
+def partition_rows(report: RunReport) -> list[list[str]]:
+    """Per partition: its units' outcomes and figures, and the reason codes of the units left as
+    they were (skipped, ineligible, planned) or that failed."""
+    rows = []
+    for b in report.brokers:
+        for p in b.partitions:
+            t = Totals.of_units(p.units)
+            why = sorted({str(f.code) for u in p.units if u.status.value != "ok"
+                          for f in [*u.errors, *u.warnings] if f.code})
+            rows.append([str(b.broker_id), p.name, f"{t.units:,}", f"{t.units_ok:,}", f"{t.units_failed:,}",
+                         f"{t.units_skipped:,}", f"{t.units_refused + t.units_ineligible + t.units_planned:,}",
+                         f"{t.bytes_before:,}", f"{t.bytes_after:,}", f"{t.records_before:,}",
+                         f"{t.records_after:,}", ",".join(why) or "-"])
+    return rows
+
+
+def _aligned(header: tuple[str, ...] | list[str], rows: list[list[str]], left: int = 2) -> list[str]:
+    """Plain columns: the first ``left`` and the last left-aligned, the others right-aligned."""
+    table = [list(header), *rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    out = []
+    for n, r in enumerate(table):
+        out.append("  ".join(c.ljust(widths[i]) if i < left or i == len(header) - 1 else c.rjust(widths[i])
+                             for i, c in enumerate(r)).rstrip())
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return out
+
+
+def detail_lines(report: RunReport) -> list[str]:
+    """``--detail``: one row per partition."""
+    rows = partition_rows(report)
+    return _aligned(_DETAIL_COLUMNS, rows) if rows else ["(no partitions)"]
 
 
 def _problem_lines(report: RunReport) -> list[str]:
@@ -213,8 +261,10 @@ def _where(f: Finding) -> str:
     return f"{f.where}: " if f.where else ""
 
 
-def render_text(report: RunReport) -> str:
-    """Plain text (no colour, no box drawing) for logs, e-mails and CI output."""
+def render_text(report: RunReport, *, detail: bool = False) -> str:
+    """Plain text (no colour, no box drawing) for logs, e-mails and CI output: the summary, the
+    steps, repairs, problems, the run's notes and events, and with ``detail`` one row per
+    partition."""
     t = report.totals
     lines = [
         f"kmigrate {report.kind} run {report.run_id}",
@@ -243,6 +293,10 @@ def render_text(report: RunReport) -> str:
     lines.extend(line for line, _ in _steps(report))
     lines.extend(_repair_lines(report))
     lines.extend(_problem_lines(report))
+    lines.extend(note_lines(report))
+    if detail:
+        lines.append("")
+        lines.extend(detail_lines(report))
     return "\n".join(lines) + "\n"
 
 

@@ -21,6 +21,9 @@ def report(
                                                          "--format json.")] = False,
     report_root: Annotated[Path | None, typer.Option(
         "--report-root", help="Report store (default $KMIGRATE_REPORT_ROOT, else <home>/reports).")] = None,
+    detail: Annotated[bool, typer.Option("--detail", help="With --format text: one row per partition (units, "
+                                                          "bytes, records, why units were left as they were).")
+                      ] = False,
 ) -> None:
     """Print or write a run's audit report: every unit's outcome, bytes, records and digests."""
     import json
@@ -55,8 +58,7 @@ def report(
                               " (no run has used this home yet; earlier kmigrate versions kept runs in the "
                               "working directory's out/: pass --home DIR/out for those)"),
                               markup=False, highlight=False, soft_wrap=True)
-        for s in runs:
-            console.print(f"{s.run_id:64} {s.kind:16} {s.status:10} exit {s.exit_code}", highlight=False)
+        _print_runs(runs, console)
         raise typer.Exit(0)
     if not run:
         raise usage_error("report", "give a run id or --list")
@@ -78,9 +80,14 @@ def report(
                           soft_wrap=True)
         raise typer.Exit(EXIT_PROBLEMS) from None
     if fmt == "text" and output is None:
+        from migration.audit.text import detail_lines, note_lines
+
         print_summary(r, console)
+        for line in note_lines(r) + ([""] + detail_lines(r) if detail else []):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(r.exit_code())
-    text = {"json": r.to_json, "html": lambda: render_html(r), "text": lambda: render_text(r)}[fmt]()
+    text = {"json": r.to_json, "html": lambda: render_html(r),
+            "text": lambda: render_text(r, detail=detail)}[fmt]()
     if output is not None:
         try:
             output.write_text(text)
@@ -90,6 +97,22 @@ def report(
     else:
         sys.stdout.write(text)
     raise typer.Exit(r.exit_code())
+
+
+def _print_runs(runs: list, console: object) -> None:
+    """``report --list``: the DAG runs' own reports, then the step and CLI runs, each under a
+    header, newest first, with the time each started (UTC)."""
+    dag_runs = [s for s in runs if s.steps]
+    others = [s for s in runs if not s.steps]
+    for title, group in (("DAG runs (their merged reports)", dag_runs), ("runs (DAG steps and commands)", others)):
+        if not group:
+            continue
+        console.print(f"{title}:", markup=False, highlight=False)  # type: ignore[attr-defined]
+        console.print(f"  {'started (UTC)':19}  {'run id':64} {'kind':16} {'status':8} exit",  # type: ignore[attr-defined]
+                      markup=False, highlight=False)
+        for s in sorted(group, key=lambda s: s.started_at, reverse=True):
+            console.print(f"  {s.started_at:%Y-%m-%d %H:%M:%S}  {s.run_id:64} {s.kind:16} {s.status:8} "  # type: ignore[attr-defined]
+                          f"{s.exit_code}", markup=False, highlight=False)
 
 
 def sessions(

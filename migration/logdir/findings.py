@@ -172,6 +172,12 @@ class FindingCode(StrEnum):
         "a tier-prepare run's log-dir changes undone: replaced files and the leader-epoch-checkpoint restored, "
         "the files it created removed")
     TIER_OBJECTS_KEPT = "TIER_OBJECTS_KEPT", "a tier-prepare rollback leaves the objects already staged in the store"
+    # --- why a unit was left as it was (every skipped or unchanged unit names one)
+    ALREADY_IN_TARGET = "ALREADY_IN_TARGET", "the segment is in the target format already: left as it is"
+    ALREADY_STAGED = "ALREADY_STAGED", "the segment's objects are in the store already (staged by an earlier run)"
+    ALREADY_ROLLED_BACK = "ALREADY_ROLLED_BACK", "the unit was rolled back already: nothing left to restore"
+    NOT_CHANGED = "NOT_CHANGED", "the run never replaced the unit: nothing to restore or drop"
+    OUTSIDE_BUDGET = "OUTSIDE_BUDGET", "partitions left for a later run: outside this run's byte or segment budget"
 
 
 def locate(file: str | os.PathLike[str] | None, position: int | None) -> str:

@@ -19,15 +19,17 @@ from typing import Any
 
 from migration.audit.model import (
     Finding,
+    FindingCode,
     FormatVersions,
     RunKind,
     RunReport,
+    RunStatus,
     UnitResult,
     UnitStatus,
     UnitType,
     new_run_id,
 )
-from migration.audit.store import ReportStore
+from migration.audit.store import InvalidRunId, ReportNotFound, ReportStore
 from migration.formats import names
 from migration.migrations.common.backup import drop_backups, run_backup_dir, unit_backups
 from migration.migrations.common.leader_epoch import (
@@ -138,7 +140,10 @@ def finalize_upgrade(run_id: str, *, engine: str | None = None, plan: UpgradePla
         fmt = ",".join(sorted(row.formats)) or None
         report.add_unit(row.broker_id, row.topic, row.partition, UnitResult(
             unit=row.unit, path=row.path, status=UnitStatus.SKIPPED, input_format=fmt, output_format=fmt,
-            bytes_before=row.bytes, bytes_after=row.bytes, records_before=row.records, records_after=row.records),
+            bytes_before=row.bytes, bytes_after=row.bytes, records_before=row.records, records_after=row.records,
+            warnings=[Finding(file=row.path, code=FindingCode.ALREADY_IN_TARGET,
+                              message=f"already {target or 'in the target format'}: left as it is" if row.formats
+                              else "empty segment: left as it is")]),
             track_progress=False)
     for ine in prep.ineligible:
         report.add_unit(ine.broker_id, ine.topic, ine.partition, UnitResult(
@@ -224,6 +229,14 @@ def rollback_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
     report_id = new_run_id(RunKind.ROLLBACK)
     run_path = runs_dir() / run_id
     started_here = run_path.is_dir()
+    done = _finished(run_id, RunKind.ROLLBACK)
+    if done is not None:
+        # Idempotent: the originals went back then; restoring again could undo what Kafka wrote since.
+        report = RunReport.start(RunKind.ROLLBACK, {"upgrade_run_id": run_id}, run_id=report_id)
+        report.warn(f"run {run_id} already rolled back on {done}: nothing to do", code=FindingCode.ALREADY_ROLLED_BACK)
+        report.finish()
+        ReportStore().save(report)
+        return report
     rd = RunDir(run_id) if started_here else None  # a RunDir creates its directory
     if rd is not None and rd.job_path.exists():
         units, opts = rd.read_job()
@@ -264,17 +277,61 @@ def rollback_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
             for u in segments:
                 with unit_scope(u.id):
                     settled[u.id] = settle_unit(u, opts)
+            files = 0
             for u in segments:
                 with unit_scope(u.id):
                     r = rollback_unit(u, opts, settled=settled[u.id])
                 assert u.topic is not None and u.partition is not None
-                report.add_unit(u.broker_id, u.topic, u.partition, UnitResult.model_validate(r["unit_result"]))
+                ur = UnitResult.model_validate(r["unit_result"])
+                if ur.status is UnitStatus.SKIPPED and not ur.warnings:
+                    ur.warnings = [Finding(file=ur.path, code=FindingCode.NOT_CHANGED, message="the run never "
+                                           "replaced this segment: nothing to restore")]
+                elif ur.status is UnitStatus.OK:
+                    j = load_journal(opts["run_dir"], u.id)
+                    files += len(j.originals) if j is not None else 0
+                report.add_unit(u.broker_id, u.topic, u.partition, ur)
             _restore_epochs(report, units, opts["backup_root"], run_id)
     except Refused as exc:
         return _refused_report(RunKind.ROLLBACK, report_id, str(exc), params)
+    restored = [u for u in report.iter_results() if u.status is UnitStatus.OK and u.unit_type is UnitType.SEGMENT]
+    summary = (f"restored {len(restored)} segment(s): {sum(u.records_after or 0 for u in restored):,} records, "
+               f"{sum(u.bytes_after or 0 for u in restored):,} bytes, {files} file(s)")
+    report.warn(f"run {run_id}: {summary}")
     report.finish()
     ReportStore().save(report)
+    _record_event(run_id, report, summary)
     return report
+
+
+def _record_event(run_id: str, report: RunReport, summary: str) -> None:
+    """The upgrade run's report says what became of it; a rollback or commit that went through
+    is also marked in its run directory, which makes the next one a no-op (:func:`_finished`)."""
+    ReportStore().append_event(run_id, report, summary)
+    if report.status is RunStatus.OK and (runs_dir() / run_id).is_dir():
+        RunDir(run_id).write(_DONE_FILES[report.kind], {"run_id": report.run_id, "at": (
+            report.finished_at or report.started_at).isoformat(), "summary": summary})
+
+
+_DONE_FILES = {RunKind.ROLLBACK: "rolled-back.json", RunKind.COMMIT: "committed.json"}
+
+
+def _finished(run_id: str, kind: RunKind) -> str | None:
+    """When (and by which report) a rollback or commit of ``run_id`` went through, as
+    "<time> UTC (report <id>)"; None when none did. From the run directory's mark, else the
+    run's report's events (the run directory may be lost)."""
+    mark = runs_dir() / run_id / _DONE_FILES[kind]
+    if mark.is_file():
+        try:
+            data = RunDir(run_id).read(mark.name)
+            at = datetime.fromisoformat(data["at"])
+            return f"{at:%Y-%m-%d %H:%M:%S} UTC (report {data['run_id']})"
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    try:
+        event = ReportStore().load(run_id).last_event(kind)
+    except (ReportNotFound, InvalidRunId, OSError, ValueError):
+        return None
+    return None if event is None else f"{event.at:%Y-%m-%d %H:%M:%S} UTC (report {event.run_id})"
 
 
 def _restore_epochs(report: RunReport, units: list[Unit], backup_root: str, run_id: str) -> None:
@@ -304,6 +361,16 @@ def commit_run(run_id: str) -> RunReport:
     params: dict[str, Any] = {"upgrade_run_id": run_id}
     if not rd.job_path.exists():
         return _refused_report(RunKind.COMMIT, report_id, f"no upgrade job for run {run_id}", params)
+    rolled_back = _finished(run_id, RunKind.ROLLBACK)
+    committed = _finished(run_id, RunKind.COMMIT)
+    if rolled_back is not None or committed is not None:
+        report = RunReport.start(RunKind.COMMIT, params, run_id=report_id)
+        report.warn(f"nothing to commit: run {run_id} was rolled back on {rolled_back}" if rolled_back is not None
+                    else f"run {run_id} already committed on {committed}: its backups were dropped then",
+                    code=FindingCode.NOT_CHANGED)
+        report.finish()
+        ReportStore().save(report)
+        return report
     units, opts = rd.read_job()
     unfinished = []
     for u in units:
@@ -314,18 +381,38 @@ def commit_run(run_id: str) -> RunReport:
         return _refused_report(RunKind.COMMIT, report_id, "units still in progress, their backups are needed: "
                                + ", ".join(unfinished[:5]) + "; re-run the upgrade or roll back first", params)
     report = RunReport.start(RunKind.COMMIT, params | {"backup_root": opts.get("backup_root")}, run_id=report_id)
+    files = records = size = 0
     for u in units:
         j = load_journal(opts["run_dir"], u.id)
         if j is not None and j.state is JournalState.STARTED:
             params = SegmentParams.model_validate(u.params)
             remove_cleaned_in_range(Path(params.partition_dir), params.base_offset, params.next_base_offset)
         assert u.topic is not None and u.partition is not None
-        report.add_unit(u.broker_id, u.topic, u.partition, UnitResult(
-            unit=Path(u.path).name, path=u.path,
-            status=UnitStatus.OK if j is not None and j.state is JournalState.DONE else UnitStatus.SKIPPED,
-            bytes_before=sum(f.size for f in j.originals) if j is not None else None))
+        if u.kind == EPOCH_UNIT_KIND:
+            report.add_unit(u.broker_id, u.topic, u.partition, UnitResult(
+                unit=Path(u.path).name, unit_type=UnitType.FILE, path=u.path, status=UnitStatus.OK,
+                warnings=[Finding(file=u.path, code=FindingCode.LEADER_EPOCH_ASSIGNED, message="its original, "
+                                  "kept for a rollback, dropped with the backups")]))
+            continue
+        done = j is not None and j.state is JournalState.DONE
+        ur = UnitResult(unit=Path(u.path).name, path=u.path, status=UnitStatus.OK if done else UnitStatus.SKIPPED,
+                        bytes_before=sum(f.size for f in j.originals) if j is not None else None)
+        if done:
+            assert j is not None
+            ur.records_before = j.digest_before.records if j.digest_before is not None else None
+            files += len(j.originals)
+            records += ur.records_before or 0
+            size += ur.bytes_before or 0
+        else:
+            ur.warnings = [Finding(file=u.path, code=FindingCode.NOT_CHANGED, message="the run never replaced "
+                                   "this segment" + (f" (journal: {j.state.value})" if j is not None else "")
+                                   + ": no original of it to drop")]
+        report.add_unit(u.broker_id, u.topic, u.partition, ur)
     freed = drop_backups(opts["backup_root"], run_id)
-    report.warn(f"backups of run {run_id} dropped ({freed} bytes freed); rollback is no longer possible")
+    kept = sum(1 for u in report.iter_results() if u.status is UnitStatus.OK and u.unit_type is UnitType.SEGMENT)
+    summary = (f"dropped the originals of {kept} segment(s): {records:,} records, {size:,} bytes, {files} file(s) ({freed:,} bytes freed)")
+    report.warn(f"backups of run {run_id} dropped: {summary}; rollback is no longer possible")
     report.finish()
     ReportStore().save(report)
+    _record_event(run_id, report, summary)
     return report

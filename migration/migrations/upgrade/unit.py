@@ -389,7 +389,13 @@ def rollback_unit(unit: Unit, options: dict[str, Any], *, settled: list[str] | N
 
 def _rolled_back(ctx: UnitContext, j: UnitJournal, notes: list[str]) -> UnitResult:
     return UnitResult(unit=ctx.log_name, path=str(ctx.partition_dir / ctx.log_name), status=UnitStatus.OK,
-                      bytes_before=sum(o.size for o in j.outputs) or None, bytes_after=sum(f.size for f in j.originals),
+                      bytes_before=sum(o.size for o in j.outputs) or None,
+                      # the segment's .log, as the upgrade counts it (its indexes are restored too)
+                      bytes_after=next((f.size for f in j.originals if f.name == ctx.log_name),
+                                       sum(f.size for f in j.originals)),
+                      # the records the rewrite wrote, back as the originals held them
+                      records_before=j.digest_after.records if j.digest_after is not None and j.outputs else None,
+                      records_after=j.digest_before.records if j.digest_before is not None else None,
                       input_format=",".join(sorted({k for o in j.outputs for k in o.bytes_by_magic})) or None,
                       output_format=",".join(sorted(j.bytes_by_magic_before)) or None,
                       duration_s=time.monotonic() - ctx.started,
