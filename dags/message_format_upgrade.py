@@ -16,7 +16,7 @@ from kmigrate_operators import DEFAULT_ARGS, MigrationSparkJobOperator, default_
 
 from migration.migrations.upgrade.options import TargetFormat
 from migration.orchestration import upgrade_rollout as rollout
-from migration.orchestration.common import spark_job_args
+from migration.orchestration.common import dag_run_verdict, spark_job_args
 from migration.settings import adopt_home, airflow_home_lookups
 
 # Runs, reports and sessions live in kmigrate's home: KMIGRATE_HOME, else [kmigrate] home of the
@@ -46,6 +46,10 @@ with DAG(
         "assign_leader_epoch": Param(False, type="boolean",
                                      description="With v2: give data written before KIP-101 leader epoch 0 from the "
                                                  "log start offset, so tiered storage can take it"),
+        "kafka_home": Param("", type="string",
+                            description="The Kafka distribution upgraded to (a directory with libs/*.jar): its "
+                                        "kafka-dump-log --deep-iteration verifies every rewritten segment before "
+                                        "approval; empty: not run"),
         "approval": Param("human", enum=["human", "auto"],
                           description="'human': wait for an operator after the canary; 'auto' for tests/demos"),
     },
@@ -153,11 +157,7 @@ with DAG(
     @task(task_id="report", trigger_rule="all_done")
     def report() -> dict:
         ctx = get_current_context()
-        r = rollout.final_report(_plan(), ctx["dag"].dag_id, _run_id())
-        summary = {"run_id": r.run_id, "exit_code": r.exit_code(), "status": str(r.status)}
-        if r.exit_code() != 0:  # the leaf decides the DAG run's state
-            raise RuntimeError(f"upgrade report is not clean: {summary}")
-        return summary
+        return dag_run_verdict(rollout.final_report(_plan(), ctx["dag"].dag_id, _run_id()), "upgrade")
 
     planned = plan()
     pre = preflight()

@@ -13,6 +13,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 from kmigrate_operators import DEFAULT_ARGS, MigrationSparkJobOperator, default_cluster
 
 from migration.orchestration import tiered_schedule as tier
+from migration.orchestration.common import dag_run_verdict
 from migration.settings import adopt_home, airflow_home_lookups
 
 # Runs, reports and sessions live in kmigrate's home: KMIGRATE_HOME, else [kmigrate] home of the
@@ -93,10 +94,6 @@ with DAG(
     @task(task_id="report", trigger_rule="all_done")
     def report() -> dict:
         ctx = get_current_context()
-        r = tier.final_report(_params(), ctx["dag"].dag_id, _run_id())
-        summary = {"run_id": r.run_id, "exit_code": r.exit_code(), "status": str(r.status)}
-        if r.exit_code() != 0:  # the leaf decides the DAG run's state: the report's verdict
-            raise RuntimeError(f"tiered-storage readiness report is not clean: {summary}")
-        return summary
+        return dag_run_verdict(tier.final_report(_params(), ctx["dag"].dag_id, _run_id()), "tiered-storage readiness")
 
     per_broker.expand(broker_id=brokers()) >> report()

@@ -9,6 +9,7 @@ from airflow.sdk import DAG, Param, Variable, conf, get_current_context, task
 from kmigrate_operators import DEFAULT_ARGS, MigrationSparkJobOperator, default_cluster
 
 from migration.orchestration import unify_flow as flow
+from migration.orchestration.common import dag_run_verdict
 from migration.settings import adopt_home, airflow_home_lookups
 
 # Runs, reports and sessions live in kmigrate's home: KMIGRATE_HOME, else [kmigrate] home of the
@@ -57,13 +58,7 @@ with DAG(
 
     @task(trigger_rule="all_done")
     def report() -> dict:
-        from migration.audit.store import ReportStore
-
-        r = ReportStore().load(flow.unify_run_id(_run_id()))
-        summary = {"run_id": r.run_id, "exit_code": r.exit_code(), "status": str(r.status)}
-        if r.exit_code() != 0:  # the leaf decides the DAG run's state
-            raise RuntimeError(f"unification report is not clean: {summary}")
-        return summary
+        return dag_run_verdict(flow.final_report(_run_id()), "unification")
 
     args = prepare()
     unify = MigrationSparkJobOperator(task_id="unify", application_args=args)

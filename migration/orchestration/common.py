@@ -222,3 +222,13 @@ def merge_reports(kind: RunKind | str, run_ids: list[str], *, run_id: str, param
     merged.finish()
     store.save(merged)
     return merged
+
+
+def dag_run_verdict(report: RunReport, what: str) -> dict[str, Any]:
+    """The last step of every DAG: the DAG run's report decides its state, so the exit code,
+    the report and Airflow's run state say one verdict. Returns the summary the task shows;
+    raises (the task, and so the run, fails) when the report is not clean."""
+    summary = {"run_id": report.run_id, "exit_code": report.exit_code(), "status": str(report.status)}
+    if report.exit_code() != 0:
+        raise RuntimeError(f"{what} report is not clean: {summary}")
+    return summary

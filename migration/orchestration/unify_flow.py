@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from migration.audit.model import RunReport
+from migration.audit.store import ReportStore
 from migration.formats.digest import CURRENT_ALGORITHM, LEGACY_ALGORITHM
 from migration.migrations.unify import UnifyOptions, detect_state, finalize_unify, prepare_unify, verify_unified
 from migration.orchestration.common import check_spark_connection, dag_params, load_cluster, run_id_for
@@ -45,6 +47,12 @@ def metadata_dirs(raw: dict[str, Any]) -> dict[int, str]:
     if missing:
         raise ValueError(f"controllers {sorted(missing)} are not in the cluster description")
     return dirs
+
+
+def final_report(dag_run_id: str) -> RunReport:
+    """The DAG run's report: the unification's own (one step, one report, which names every
+    node; a missing one is refused by the report store with the run id)."""
+    return ReportStore().load(unify_run_id(dag_run_id))
 
 
 def unify_run_id(dag_run_id: str) -> str:

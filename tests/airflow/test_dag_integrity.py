@@ -39,3 +39,33 @@ def test_upgrade_dag_structure(airflow_base_env):
     text = (ROOT / "dags" / "message_format_upgrade.py").read_text()
     for param in ("target_format", "canary_broker", "dry_run", "brokers", "stamp_v0_with_mtime"):
         assert f'"{param}": Param(' in text
+
+
+def test_every_dag_ends_with_the_same_verdict_step():
+    """The leaf of every DAG is its ``report`` task, run whatever happened before it, and it hands
+    the DAG run's report to ``orchestration.common.dag_run_verdict``: one verdict per run."""
+    import ast
+
+    for name in DAGS:
+        tree = ast.parse((ROOT / "dags" / f"{name}.py").read_text())
+        reports = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "report"]
+        assert len(reports) == 1, name
+        decorator = ast.unparse(reports[0].decorator_list[0])
+        assert "trigger_rule='all_done'" in decorator, (name, decorator)
+        calls = [ast.unparse(c.func) for c in ast.walk(reports[0]) if isinstance(c, ast.Call)]
+        assert "dag_run_verdict" in calls, (name, calls)
+
+
+def test_the_verdict_fails_the_run_exactly_when_the_report_is_not_clean():
+    import pytest
+
+    from migration.audit.model import RunKind, RunReport
+    from migration.orchestration.common import dag_run_verdict
+
+    clean = RunReport.start(RunKind.UPGRADE, {}, run_id="upgrade-verdict-clean").finish()
+    assert dag_run_verdict(clean, "upgrade")["exit_code"] == 0
+    refused = RunReport.start(RunKind.UPGRADE, {}, run_id="upgrade-verdict-refused")
+    refused.refuse("a live broker holds the lock")
+    refused.finish()
+    with pytest.raises(RuntimeError, match="upgrade report is not clean"):
+        dag_run_verdict(refused, "upgrade")
