@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from migration.audit.model import RUN_ID_RE, ProgressPoint, RunKind, RunReport, StepRef
-from migration.audit.store import ReportNotFound, ReportStore
+from migration.audit.merge import merge_reports as merge_step_reports
+from migration.audit.model import RUN_ID_RE, RunKind, RunReport
+from migration.audit.store import ReportStore
 from migration.orchestration.cluster import ClusterDescription
 from migration.runtime.engine import SPARK_SETTINGS
 from migration.runtime.runs import RunDir
@@ -165,63 +166,16 @@ def spark_env() -> dict[str, str]:
 def merge_reports(kind: RunKind | str, run_ids: list[str], *, run_id: str, params: dict[str, Any],
                   dag_id: str | None = None, dag_run_id: str | None = None,
                   store: ReportStore | None = None, also_failed: list[str] = ()) -> RunReport:
-    """One report for the DAG run: every broker's units, plans, warnings, errors, refusals;
-    saved in ``store`` (with its sinks, such as the bucket). It names every step it merged
-    (``steps``, a missing one too), so the DAG run's report page links each step's report. A
-    step whose Spark job failed before a report was written says why (:class:`StepFailure`),
-    and so do the steps of ``also_failed`` (not merged: a preflight) when theirs failed."""
-    store = store or ReportStore()
-    merged = RunReport.start(kind, params, run_id=run_id, dag_id=dag_id, dag_run_id=dag_run_id)
-    for rid in also_failed:
-        failure = step_failure(rid)
-        if failure is not None:
-            merged.error(failure.describe(rid))
-    events: list[tuple] = []  # (time, units done, bytes done) increments of every step's timeline
-    for rid in run_ids:
-        try:
-            r = store.load(rid)
-        except ReportNotFound:
-            failure = step_failure(rid)
-            merged.error(failure.describe(rid) if failure is not None else
-                         f"no report for step {rid}: the step failed before writing one, or did not run")
-            merged.steps.append(StepRef(run_id=rid))
-            continue
-        merged.steps.append(StepRef.of(r))
-        if r.started_at < merged.started_at:
-            merged.started_at = r.started_at
-        for pu in r.plan.units:
-            merged.plan_unit(pu.broker_id, pu.topic, pu.partition, pu.unit, pu.bytes, pu.unit_type)
-        for b in r.brokers:
-            for p in b.partitions:
-                for u in p.units:
-                    if u.digest_before is not None and u.digest_algorithm is None:
-                        # a step report of another kmigrate keeps naming its own hash
-                        u = u.model_copy(update={"digest_algorithm": r.unit_digest_algorithm(u)})
-                    merged.add_unit(b.broker_id, p.topic, p.partition, u, track_progress=False)
-        prev_units = prev_bytes = 0
-        for pt in r.timeline:
-            if pt.units_done != prev_units or pt.bytes_done != prev_bytes:
-                events.append((pt.at, pt.units_done - prev_units, pt.bytes_done - prev_bytes))
-            prev_units, prev_bytes = pt.units_done, pt.bytes_done
-        merged.warnings.extend(r.warnings)
-        merged.errors.extend(r.errors)
-        if r.refusal:
-            merged.refuse(f"{rid}: {r.refusal}" if merged.refusal is None else f"{merged.refusal}; {rid}: {r.refusal}")
-        if r.session and merged.session is None:
-            merged.session = r.session
-        if r.formats and merged.formats.source_magic is None:
-            merged.formats = r.formats
-    # Progress over the DAG run as the steps made it (canary first, then each broker).
-    units_done = bytes_done = 0
-    merged.timeline = [ProgressPoint(at=merged.started_at, units_done=0, bytes_done=0)]
-    for at, du, db in sorted(events, key=lambda e: e[0]):
-        units_done += du
-        bytes_done += db
-        merged.timeline.append(ProgressPoint(at=max(at, merged.started_at), units_done=max(units_done, 0),
-                                             bytes_done=max(bytes_done, 0)))
-    merged.finish()
-    store.save(merged)
-    return merged
+    """The DAG run's report (``audit.merge.merge_reports``), each step whose Spark job failed
+    before its report was written explained by what its operator left (:class:`StepFailure`),
+    and so the steps of ``also_failed`` (not merged: a preflight) when theirs failed."""
+
+    def failure(step_run_id: str) -> str | None:
+        f = step_failure(step_run_id)
+        return f.describe(step_run_id) if f is not None else None
+
+    return merge_step_reports(kind, run_ids, run_id=run_id, params=params, dag_id=dag_id, dag_run_id=dag_run_id,
+                              store=store, also_failed=also_failed, failure=failure)
 
 
 def dag_run_verdict(report: RunReport, what: str) -> dict[str, Any]:
