@@ -408,7 +408,7 @@ class ProgressPoint(_Model):
 
 
 class StepRef(_Model):
-    """A report merged into this one. A DAG run's report (``orchestration.common.merge_reports``)
+    """A report merged into this one. A DAG run's report (``audit.merge.merge_reports``)
     names every step it merged, so its page can link each broker's own report; the figures are
     the step's as they were when it was merged."""
 

@@ -49,15 +49,15 @@ cdef class SegmentWalker:
     cdef int _v2(self, const unsigned char *p, Py_ssize_t at, int32_t size, int64_t pos) except -1
     cdef int _legacy(self, const unsigned char *p, Py_ssize_t at, int32_t size, int magic, int64_t pos) except -1
     cdef int _digest_entries(self, const unsigned char *d) except -1
-    cdef void _apply(self)
-    cdef bint _ready(self)
-    cdef void _begin(self)
-    cdef void _abandon(self)
+    cdef void _apply(self) noexcept
+    cdef bint _ready(self) noexcept
+    cdef void _begin(self) noexcept
+    cdef void _abandon(self) noexcept
     cdef int _take_v2(self, const unsigned char *p, Py_ssize_t n, int64_t last, int64_t max_ts) except -1
     cdef int _take_legacy(self, const unsigned char *p, int32_t size, int magic, int attributes, int codec,
                           int64_t offset, int64_t ts, Py_ssize_t kp, int32_t klen, int32_t vlen,
                           object data) except -1
-    cdef void _taken(self)
+    cdef void _taken(self) noexcept
     cdef Py_ssize_t _digest_pending(self) except -1
     cdef bytes _digest_stamps(self)
     cdef void _digest_taken(self)

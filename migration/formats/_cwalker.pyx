@@ -334,7 +334,7 @@ cdef class SegmentWalker:
 
 
 
-    cdef void _apply(self):
+    cdef void _apply(self) noexcept:
         """The batch just consumed: its records into the digest's span, and to the hooks."""
         self.counted += self.p_count
         if self.p_n:
@@ -346,15 +346,15 @@ cdef class SegmentWalker:
 
     # ---------------------------------------------------------------- hooks (see the class)
 
-    cdef bint _ready(self):
+    cdef bint _ready(self) noexcept:
         """Whether :meth:`advance` may consume batches now."""
         return True
 
-    cdef void _begin(self):
+    cdef void _begin(self) noexcept:
         """A batch is about to be judged."""
         pass
 
-    cdef void _abandon(self):
+    cdef void _abandon(self) noexcept:
         """The batch judged since :meth:`_begin` is left to the caller: undo what it added."""
         pass
 
@@ -369,7 +369,7 @@ cdef class SegmentWalker:
         decompressed value), judged regular: 1 to consume it, 0 to leave it to the caller."""
         return 1
 
-    cdef void _taken(self):
+    cdef void _taken(self) noexcept:
         """The batch judged since :meth:`_begin` was consumed."""
         pass
 

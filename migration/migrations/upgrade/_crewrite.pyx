@@ -112,14 +112,14 @@ cdef class RewriteWalker(SegmentWalker):
 
     # ---------------------------------------------------------------- the walker's hooks
 
-    cdef bint _ready(self):
+    cdef bint _ready(self) noexcept:
         return self.out_open  # the caller names the output segment first (open_output)
 
-    cdef void _begin(self):
+    cdef void _begin(self) noexcept:
         self.out_mark = self.out.n
         self.pp_size = 0
 
-    cdef void _abandon(self):
+    cdef void _abandon(self) noexcept:
         self.out.n = self.out_mark
 
     cdef int _take_v2(self, const unsigned char *p, Py_ssize_t n, int64_t last, int64_t max_ts) except -1:
@@ -132,7 +132,7 @@ cdef class RewriteWalker(SegmentWalker):
             return self._emit_wrapper(data, magic, attributes, codec, ts)
         return self._emit_legacy(p, size, magic, attributes, codec, offset, ts, kp, klen, vlen)
 
-    cdef void _taken(self):
+    cdef void _taken(self) noexcept:
         """The piece of the batch just consumed into the output segment, with the entries
         IndexBuilder.append and TimeIndex.maybe_append would make (room for them was reserved)."""
         cdef int64_t *e
