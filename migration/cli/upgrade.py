@@ -127,7 +127,47 @@ def commit(run_id: Annotated[str, typer.Argument(help="The upgrade run to make f
     _show(commit_run(run_id))
 
 
+def verify(run_id: Annotated[str, typer.Argument(help="The upgrade run to verify (before approving it).")],
+           kafka_home: Annotated[Path | None, typer.Option(
+               "--kafka-home", help="The Kafka distribution you upgrade to (the directory with libs/*.jar): its own "
+               "kafka-dump-log --deep-iteration reads every segment the run rewrote.", show_default=False)] = None
+           ) -> None:
+    """Have Apache Kafka's own kafka-dump-log read every segment an upgrade run rewrote and
+    compare its batches, record counts and offsets with the run's report; the report then says
+    "verified by Apache Kafka X.Y.Z". Exit 0 verified, 1 Kafka disagrees, 2 a wrong run id or
+    --kafka-home (no such directory, no libs/*.jar, no java)."""
+    from migration.audit.model import RunKind
+    from migration.audit.store import ReportNotFound, ReportStore
+    from migration.cli.common import EXIT_OK, EXIT_PROBLEMS, err_console, say_home, usage_error
+    from migration.migrations.upgrade.verify_kafka import KafkaHomeError, find_kafka, record_verification, verify_run
+
+    if kafka_home is None:
+        raise usage_error("verify", "give --kafka-home DIR: the Kafka distribution whose kafka-dump-log reads the "
+                                    "run's rewritten segments")
+    say_home("verify")
+    store = ReportStore()
+    try:
+        report = store.load(run_id)
+    except ReportNotFound:
+        raise usage_error("verify", f"no report of run {run_id!r} (see kmigrate report --list)") from None
+    if report.kind is not RunKind.UPGRADE:
+        raise usage_error("verify", f"run {run_id} is a {report.kind.value} run: verify takes an upgrade run")
+    try:
+        dist = find_kafka(kafka_home)
+        result = verify_run(report, dist)
+    except KafkaHomeError as exc:
+        raise usage_error("verify", str(exc)) from None
+    record_verification(report, result)
+    store.save(report)
+    console.print(result.summary(), highlight=False, soft_wrap=True)
+    for line in result.problems:
+        err_console.print(f"kmigrate verify: {line}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"report: {store.json_path(report.run_id)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_OK if result.ok else EXIT_PROBLEMS)
+
+
 def register(app: typer.Typer) -> None:
     app.command()(upgrade)
     app.command()(rollback)
     app.command()(commit)
+    app.command()(verify)

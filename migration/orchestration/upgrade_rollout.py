@@ -44,6 +44,8 @@ class UpgradeDagParams(BaseModel):
     force: bool = False
     assign_leader_epoch: bool = False
     approval: Literal["human", "auto"] = "human"
+    kafka_home: str = Field(default="", description="The Kafka distribution upgraded to (libs/*.jar): its "
+                            "kafka-dump-log verifies each broker's rewritten segments; empty: not run")
 
 
 class RolloutPlan(BaseModel):
@@ -52,6 +54,7 @@ class RolloutPlan(BaseModel):
     rest: list[int]
     options: UpgradeOptions = Field(description="The same options model as the CLI's and job.json's")
     log_dirs: dict[int, list[str]] = Field(default_factory=dict)
+    kafka_home: str = ""
 
     @property
     def target(self) -> str:
@@ -79,7 +82,8 @@ def plan_rollout(raw: dict[str, Any]) -> RolloutPlan:
                              assign_leader_epoch=params.assign_leader_epoch,
                              excluded_topics=desc.exclusions("upgrade"))
     return RolloutPlan(cluster=params.cluster, canary=canary, rest=[b for b in wanted if b != canary],
-                       options=options, log_dirs={b.id: list(b.log_dirs) for b in desc.brokers if b.id in wanted})
+                       options=options, log_dirs={b.id: list(b.log_dirs) for b in desc.brokers if b.id in wanted},
+                       kafka_home=params.kafka_home)
 
 
 def plan_step(raw: dict[str, Any]) -> dict[str, Any]:
@@ -168,12 +172,22 @@ def verify_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[st
     mismatched = [u.path for u in report.iter_results() if u.digest_mismatch]
     res = validate_paths(plan.log_dirs[broker_id])
     problems = [str(f) for f in res.problems]
+    verified_by = None
+    if plan.kafka_home:  # the Kafka upgraded to reads every rewritten segment (kmigrate verify --kafka-home)
+        from migration.migrations.upgrade.verify_kafka import find_kafka, record_verification, verify_run
+
+        check = verify_run(report, find_kafka(plan.kafka_home))
+        record_verification(report, check)
+        ReportStore().save(report)
+        problems += check.problems
+        verified_by = check.kafka if check.ok else None
     rd.write(VERIFY_MARKER, {"ok": not (mismatched or problems), "digest_mismatches": mismatched,
-                             "problems": problems[:100], "records_checked": res.records_checked})
+                             "problems": problems[:100], "records_checked": res.records_checked,
+                             "verified_by": verified_by})
     if mismatched or problems:
         raise RuntimeError(f"broker {broker_id}: verification failed: digests differ for {mismatched}; "
                            f"validation: {problems[:20]}")
-    return {"records_checked": res.records_checked, "bytes_checked": res.bytes_checked}
+    return {"records_checked": res.records_checked, "bytes_checked": res.bytes_checked, "verified_by": verified_by}
 
 
 def rollback_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
