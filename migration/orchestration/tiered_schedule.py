@@ -171,8 +171,14 @@ def finish(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, An
     else:
         report = None
     if report is not None:
+        report.broker(broker_id)  # named even when nothing was dirty: the step covers this broker
         if plan is not None:
             report.session = session_info(plan)
+            if plan.deferred:
+                budget = ", ".join(f"{k} {v}" for k, v in (("budget_bytes", params_of(raw).budget_bytes),
+                                                           ("budget_segments", params_of(raw).budget_segments)) if v)
+                report.warn(f"broker {broker_id}: {len(plan.deferred)} changed partition(s) outside this run's budget "
+                            f"({budget or 'none set'}): left for the next runs, in turn", code="OUTSIDE_BUDGET")
         report.finish()
         ReportStore().save(report)
     committed = finish_incremental(rid, report)

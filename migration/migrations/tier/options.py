@@ -52,6 +52,8 @@ class TierOptions(BaseModel):
                                     "dirs' file system), for 'kmigrate rollback RUN'")
     backup_dir: str | None = Field(default=None, description="<backup root>/<run id>/tier (set by prepare; none "
                                    "for a dry run)")
+    run_id: str | None = Field(default=None, description="The run (set by prepare): recorded with each manifest it "
+                               "stages, so a later run says which run staged a segment it finds staged")
 
     @field_validator("bucket")
     @classmethod

@@ -105,6 +105,7 @@ def prepare_tier(log_dirs: list[str | os.PathLike[str]], *, run_id: str, options
     rd = RunDir(run_id)
     if options.dry_run and options.scratch_dir is None:
         options = options.model_copy(update={"scratch_dir": str(rd.path / DRY_RUN_STORE)})
+    options = options.model_copy(update={"run_id": run_id})
     warnings: list[str] = check_not_live(log_dirs, run_id=run_id)
     if not options.dry_run:
         # What the run changes in a log dir is kept there first (tier/backup.py), for a rollback.

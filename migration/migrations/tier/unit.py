@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,9 @@ from migration.migrations.tier.producer_state import (
 )
 from migration.migrations.tier.store import LAYOUT_METADATA_KEY, ChecksumMismatch, ObjectStore, file_sha256
 from migration.runtime.engine import Unit
+
+# the run that staged a manifest, in the manifest object's user metadata (lower case, as S3 keeps it)
+RUN_METADATA_KEY = "kmigrate-run-id"
 
 log = logging.getLogger(__name__)
 
@@ -160,15 +164,21 @@ def _stage_segment(store: ObjectStore, ctx: _StageContext, plan: _SegmentPlan, l
     blob = layout.build_indexes_blob(offset_index, time_index, snapshot,
                                      layout.leader_epoch_index_text(entries, plan.next_offset), txn)
     manifest = _manifest_for(ctx, plan, seg_uuid.to_string(), blob, epochs)
-    meta = {LAYOUT_METADATA_KEY: layout.LAYOUT_NAME}
-    if store.head(keys.manifest) is not None:
+    meta = {LAYOUT_METADATA_KEY: layout.LAYOUT_NAME} | ({RUN_METADATA_KEY: opts.run_id} if opts.run_id else {})
+    staged = store.head(keys.manifest)
+    if staged is not None:
         old = layout.SegmentManifest.from_bytes(store.get_bytes(keys.manifest))
         same = (old.segment_indexes == manifest.segment_indexes
                 and old.chunk_index == manifest.chunk_index
                 and store.matches(keys.log, size=plan.size, sha256=log_sha)
                 and store.matches(keys.indexes, size=len(blob.data), sha256=_sha256(blob.data)))
         if same:
-            return UnitStatus.SKIPPED, _record(old, txn), []
+            by = staged.metadata.get(RUN_METADATA_KEY)
+            when = datetime.fromtimestamp(old.remote_log_segment_metadata.event_timestamp_ms / 1000, UTC)
+            return UnitStatus.SKIPPED, _record(old, txn), [Finding(
+                code="ALREADY_STAGED", file=str(Path(ctx.pdir) / names.log_file_name(plan.base)),
+                message=f"already staged by {'run ' + by if by else 'an earlier run'} on "
+                        f"{when:%Y-%m-%d %H:%M:%S} UTC (its objects match the segment): left as it is")]
         # A manifest whose data is missing or different must not survive: drop it first.
         store.delete([keys.manifest])
     try:

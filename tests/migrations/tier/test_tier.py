@@ -290,6 +290,19 @@ def test_rerun_uploads_nothing(sample_cluster, store_env):
     assert segs and all(u.status is UnitStatus.SKIPPED for u in segs)
 
 
+def test_rerun_says_which_run_staged_each_segment(sample_cluster, store_env):
+    """Issue 28, item 4: a re-run's skipped segments said nothing (verdict ok, bytes after 0),
+    which read like data loss; each now says it was staged already, and by which run."""
+    opts = _options(store_env, sample_cluster)
+    first = execute_tier(sample_cluster.log_dirs, options=opts, only_partitions=V2_PARTITIONS)
+    again = execute_tier(sample_cluster.log_dirs, options=opts, only_partitions=V2_PARTITIONS)
+    segs = [u for *_, u in again.iter_units() if u.unit.endswith(".log")]
+    assert segs and all(u.status is UnitStatus.SKIPPED for u in segs)
+    for u in segs:
+        assert [w.code.value for w in u.warnings] == ["ALREADY_STAGED"], u
+        assert f"already staged by run {first.run_id} on " in u.warnings[0].message
+
+
 def _assert_consistent(env) -> None:
     """Every staged segment complete, no multipart upload left, no orphan of any kind."""
     by_stem: dict[str, set[str]] = {}
