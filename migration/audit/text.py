@@ -340,8 +340,13 @@ def print_inventory(inv: Inventory, console: Console) -> None:
                 t.add_row(escape(p.name), p.topic_id or "-", str(len(p.segments)), str(p.size),
                           f"{records}{'' if exact else '+'}", ",".join(sorted(fmts)) or "-",
                           ",".join(sorted(codecs)) or "-", str(len(p.producer_snapshots)),
-                          str(max_ts) if max_ts >= 0 else "-")
-            console.print(t)
+                          _timestamp(max_ts) if max_ts >= 0 else "-")
+            # in a pipe or a file, rows stay whole (no name broken mid-word at the console's width)
+            if console.is_terminal:
+                console.print(t)
+            else:
+                wide = Console(file=console.file, width=100_000, color_system=None, highlight=False)
+                wide.print(t, crop=False)
         elif d.metadata_log is None:
             console.print("  no partitions", highlight=False)
         if d.metadata_log:
@@ -352,6 +357,17 @@ def print_inventory(inv: Inventory, console: Console) -> None:
     if inexact:
         console.print("records: N+ counts at least N (compressed legacy wrappers were not opened; --deep counts "
                       "every record)", markup=False, highlight=False, soft_wrap=True, style="dim")
+
+
+def _timestamp(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 UTC, with the raw value (what kafka-dump-log prints)."""
+    from datetime import UTC, datetime
+
+    try:
+        iso = datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return f"{iso} ({ms})"
 
 
 def _or_dash(value: object) -> str:

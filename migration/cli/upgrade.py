@@ -26,6 +26,12 @@ def _show(report: Any) -> None:
     from migration.audit.store import ReportStore
     from migration.audit.text import print_summary
 
+    if report.refusal and not report.totals.units:
+        # Nothing started: one line with the reason (and its fix), no table, no resume hint.
+        Console(stderr=True).print(f"kmigrate {report.kind.value}: refused: {report.refusal} (report: "
+                                   f"{ReportStore().json_path(report.run_id)})", markup=False, highlight=False,
+                                   soft_wrap=True)
+        raise typer.Exit(report.exit_code())
     print_summary(report, console)
     for _bid, topic, partition, u in report.iter_units():
         if u.status is UnitStatus.INELIGIBLE:
@@ -37,9 +43,25 @@ def _show(report: Any) -> None:
     raise typer.Exit(report.exit_code())
 
 
+def _refused_at_once(log_dirs: list[str], run_id: str, force: bool) -> bool:
+    """Whether the gates that refuse a run before it starts (a live broker, a killed run's work
+    in flight, an unclean shutdown without --force) will refuse this one; the run checks them
+    again and reports the refusal."""
+    from migration.runtime.safety import Refused, check_clean_shutdown, check_not_live
+
+    try:
+        check_not_live(log_dirs, run_id=run_id)
+        check_clean_shutdown(log_dirs, force=force)
+    except Refused:
+        return True
+    return False
+
+
 def upgrade(
     log_dirs: Annotated[list[Path], typer.Argument(help="Broker log dirs (stopped broker).", show_default=False)],
-    to: Annotated[TargetFormat, typer.Option("--to", help="Target message format.")],
+    # a plain value checked below, so that a wrong one is one line naming the valid ones
+    to_value: Annotated[str, typer.Option("--to", metavar="[v1|v2]", help="Target message format: v1 or v2.",
+                                          show_default=False)],
     engine: Annotated[EngineName, typer.Option("--engine", help=ENGINE_HELP)] = EngineName.SPARK,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan only: units, bytes, expected growth.")] = False,
     backup_root: Annotated[Path | None, typer.Option(help="Where originals are kept (outside every log dir).")
@@ -71,14 +93,22 @@ def upgrade(
     from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade
     from migration.migrations.upgrade.plan import resume_command
 
+    try:
+        to = TargetFormat(to_value)
+    except ValueError:
+        from migration.cli.common import usage_error
+
+        raise usage_error("upgrade", f"--to {to_value!r} is not a message format kmigrate writes: use "
+                                     + " or ".join(t.value for t in TargetFormat)) from None
     if assign_leader_epoch and to is not TargetFormat.V2:
         raise typer.BadParameter("needs --to v2: only v2 batches carry a partition leader epoch",
                                  param_hint="--assign-leader-epoch")
     check_paths("upgrade", log_dirs, Need.BROKER_LOG_DIR)
     check_run_id("upgrade", run_id)
     run_id = run_id or new_run_id(RunKind.UPGRADE)
-    if not dry_run:
-        # said first, so that an operator whose run is killed knows what to type next
+    if not dry_run and not _refused_at_once([str(d) for d in log_dirs], run_id, force):
+        # said first, so that an operator whose run is killed knows what to type next (not for a
+        # run refused before it starts: the refusal is all there is to say)
         Console(stderr=True).print(
             f"run {run_id}; if it is interrupted, resume it with: "
             f"{resume_command([str(d.resolve()) for d in log_dirs], to.value, run_id)} "
