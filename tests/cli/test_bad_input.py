@@ -99,6 +99,8 @@ CASES: list[tuple[str, list[str], int, list[str]]] = [
     ("report-bad-format", ["report", "no-such-run", "--format", "xml"], 2, ["xml"]),
     ("rollback-unknown-run", ["rollback", "no-such-run"], 2, ["no-such-run"]),
     ("commit-unknown-run", ["commit", "no-such-run"], 2, ["no-such-run"]),
+    ("verify-no-kafka-home", ["verify", "no-such-run"], 2, ["--kafka-home"]),
+    ("verify-unknown-run", ["verify", "no-such-run", "--kafka-home", "/no/such/kafka"], 2, ["no-such-run"]),
     ("sessions-bad-option", ["sessions", "--bogus"], 2, ["--bogus"]),
 ]
 
