@@ -123,10 +123,18 @@ logger.raft.level = WARN
 """
 
 
+# The tests' JVMs start fast (C1 only, serial GC); bin/kafka-run-class.sh's defaults
+# (KAFKA_JVM_PERFORMANCE_OPTS) are for timing the broker's own work (bench/cleaner.py).
+FAST_START = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
+KAFKA_JVM_PERFORMANCE_OPTS = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                              "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                              "-Djava.awt.headless=true")
+
+
 def java_cmd(version: str, main: str, *args: str, logs_dir: Path | None = None, heap: str = "-Xmx512m",
-             extra_cp: Iterable[Path] = ()) -> list[str]:
+             extra_cp: Iterable[Path] = (), jvm_opts: Iterable[str] = FAST_START) -> list[str]:
     cp = os.pathsep.join([classpath(version), *map(str, extra_cp)])
-    cmd = [JAVA, heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
+    cmd = [JAVA, heap, *jvm_opts]
     if logs_dir is not None:
         logs_dir.mkdir(parents=True, exist_ok=True)
         conf = logs_dir / "log4j2.properties"
@@ -321,8 +329,10 @@ log.cleaner.enable=false
 class KafkaNode:
     """A single-node KRaft broker+controller of ``version`` under ``workdir``."""
 
-    def __init__(self, version: str, workdir: Path, *, node_id: int = 1, heap: str = "-Xmx768m") -> None:
+    def __init__(self, version: str, workdir: Path, *, node_id: int = 1, heap: str = "-Xmx768m",
+                 properties: dict[str, str] | None = None, jvm_opts: Iterable[str] = FAST_START) -> None:
         lib_dir(version)
+        self.jvm_opts = tuple(jvm_opts)
         self.version = version
         self.work = Path(workdir)
         self.node_id = node_id
@@ -335,8 +345,11 @@ class KafkaNode:
         self.port = free_port()
         self.cport = free_port()
         self.props = self.work / "server.properties"
+        # ``properties`` come last: java.util.Properties keeps a key's last value (e.g.
+        # log.cleaner.enable=true for the cleaner reference, tests/realkafka/test_cleaner_reference.py)
         self.props.write_text(SERVER_PROPERTIES.format(node_id=node_id, port=self.port, cport=self.cport,
-                                                       data=self.data, meta=self.meta))
+                                                       data=self.data, meta=self.meta)
+                              + "".join(f"{k}={v}\n" for k, v in (properties or {}).items()))
         self.cluster_id = new_cluster_id()
         self.proc: subprocess.Popen[bytes] | None = None
         self._run_start = 0  # server.log offset where the current / last run began
@@ -368,7 +381,7 @@ class KafkaNode:
         t0 = time.monotonic()
         self._run_start = self.server_log.stat().st_size if self.server_log.exists() else 0
         cmd = java_cmd(self.version, main_class(self.version, "kafka-server-start"), str(self.props),
-                       logs_dir=self.logs, heap=self.heap)
+                       logs_dir=self.logs, heap=self.heap, jvm_opts=self.jvm_opts)
         with open(self.logs / "stdout.log", "ab") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          start_new_session=True)
@@ -536,6 +549,73 @@ class KafkaNode:
                 if f.is_file() and _INDEX_FILE.match(f.name):
                     shutil.copy2(f, dst / f.name)
         return rebuilt
+
+
+# --- the log cleaner (tests/realkafka/test_cleaner_reference.py, bench/cleaner.py) -----------
+# The node's SERVER_PROPERTIES turn the cleaner off; these turn it on, one thread that looks for
+# work every 100 ms (default 15 s).
+CLEANER_ON = {"log.cleaner.enable": "true", "log.cleaner.threads": "1", "log.cleaner.backoff.ms": "100"}
+# A compacted topic whose every closed segment is cleanable at once, nothing deleted by retention,
+# tombstones kept, the replaced segments' files deleted after 1 s.
+COMPACT_NOW = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0", "min.compaction.lag.ms": "0",
+               "retention.ms": "-1", "retention.bytes": "-1", "delete.retention.ms": "86400000000",
+               "file.delete.delay.ms": "1000"}
+# LogCleaner.recordStats (4.1, 4.4): one INFO message of several lines per cleaning of a log.
+CLEANER_STATS = re.compile(
+    r"Log cleaner thread (?P<thread>\d+) cleaned log (?P<log>\S+) \(dirty section = \[(?P<first>\d+), (?P<end>\d+)\]\)"
+    r"\s+(?P<mb>[\d,.]+) MB of log processed in (?P<seconds>[\d,.]+) seconds \((?P<mb_s>[\d,.]+) MB/sec\)\."
+    r"(?:.|\n)*?Start size: (?P<start_mb>[\d,.]+) MB \((?P<start_messages>[\d,]+) messages\)"
+    r"\s+End size: (?P<end_mb>[\d,.]+) MB \((?P<end_messages>[\d,]+) messages\)")
+UNCLEANABLE = "Marking its partition"  # LogCleaner: "Unexpected exception thrown when cleaning log {}. ..."
+
+
+@dataclass(frozen=True)
+class CleanerRun:
+    """What the cleaner printed for one cleaning of one log (its own figures, 0.1 s resolution)."""
+    log: str  # "topic-partition"
+    first_dirty: int
+    end: int  # the dirty section is [first_dirty, end]
+    mb: float
+    seconds: float
+    start_messages: int
+    end_messages: int
+
+
+def cleaner_runs(text: str) -> list[CleanerRun]:
+    def num(s: str) -> float:
+        return float(s.replace(",", ""))
+    return [CleanerRun(m["log"], int(m["first"]), int(m["end"]), num(m["mb"]), num(m["seconds"]),
+                       int(num(m["start_messages"])), int(num(m["end_messages"])))
+            for m in CLEANER_STATS.finditer(text)]
+
+
+def cleaner_checkpoint(data: Path) -> dict[str, int]:
+    """``cleaner-offset-checkpoint`` of a data dir: "topic-partition" -> the first offset not cleaned."""
+    cp = data / "cleaner-offset-checkpoint"
+    if not cp.exists() or not cp.read_text().strip():
+        return {}
+    return {f"{t}-{p}": o for t, p, o in read_offset_checkpoint(cp)}
+
+
+def wait_for_cleaner(node: KafkaNode, upto: dict[str, int], timeout: float = 60) -> float:
+    """Node running with CLEANER_ON. Until the cleaner has cleaned every partition of ``upto`` up
+    to the offset given (its checkpoint reached it) and left no ``.cleaned`` or ``.swap`` file;
+    returns the seconds waited. Fails at once when the cleaner marks a partition uncleanable or
+    the JVM exits."""
+    t0 = time.monotonic()
+    while True:
+        got = cleaner_checkpoint(node.data)
+        busy = [f for tp in upto for f in (node.data / tp).iterdir() if f.suffix in (".cleaned", ".swap")]
+        if all(got.get(tp, -1) >= off for tp, off in upto.items()) and not busy:
+            return time.monotonic() - t0
+        log = node.run_log()
+        if UNCLEANABLE in log or (node.proc is not None and node.proc.poll() is not None):
+            raise AssertionError(f"the log cleaner failed; logs in {node.logs}\n"
+                                 + "\n".join(ln for ln in log.splitlines() if "clean" in ln.lower())[-4000:])
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"the log cleaner did not clean {upto} in {timeout:.0f}s (checkpoint {got}); "
+                                 f"logs in {node.logs}")
+        time.sleep(0.1)
 
 
 _INDEX_FILE = re.compile(r"^\d{20}\.(index|timeindex|txnindex|snapshot)$")
@@ -807,12 +887,13 @@ def shared_across_workers(tmp_path_factory: pytest.TempPathFactory, key: str, bu
 
 @pytest.fixture(scope="module")
 def kafka_node_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    """``make(version=LATEST) -> KafkaNode`` (formatted, not started); every node is stopped at
-    the end of the module. Logs stay under pytest's temporary directory (failures print the path)."""
+    """``make(version=LATEST, properties=None) -> KafkaNode`` (formatted, not started; ``properties``
+    added to server.properties); every node is stopped at the end of the module. Logs stay under
+    pytest's temporary directory (failures print the path)."""
     nodes: list[KafkaNode] = []
 
-    def make(version: str = LATEST) -> KafkaNode:
-        node = KafkaNode(version, tmp_path_factory.mktemp(f"kafka-{version}-"))
+    def make(version: str = LATEST, properties: dict[str, str] | None = None) -> KafkaNode:
+        node = KafkaNode(version, tmp_path_factory.mktemp(f"kafka-{version}-"), properties=properties)
         nodes.append(node)
         node.format()
         return node
