@@ -112,7 +112,9 @@ def inspect(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line instead of text.")] = False,
 ) -> None:
     """Dump Kafka files as kafka-dump-log (DumpLogSegments) prints them. SCRAM secrets are always
-    shown redacted. Exit 1 when a file holds bad bytes (the line names file and byte position)."""
+    shown redacted. Exit 1 when a file holds bad bytes: a batch or wrapper whose CRC does not
+    match (printed isvalid: false, as Kafka prints it), or bytes that stop the dump (the line
+    names file and byte position)."""
     from migration.logdir.inspect import DumpOptions, LogDump, PayloadDecoder
 
     paths: list[str] = [str(f) for f in files or ()]
@@ -180,8 +182,8 @@ def inspect(
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
-        raise typer.Exit(EXIT_PROBLEMS if dump.errors else EXIT_OK) from None
-    raise typer.Exit(EXIT_PROBLEMS if dump.errors else EXIT_OK)
+        raise typer.Exit(EXIT_PROBLEMS if dump.errors or dump.invalid_batches else EXIT_OK) from None
+    raise typer.Exit(EXIT_PROBLEMS if dump.errors or dump.invalid_batches else EXIT_OK)
 
 
 @app.command()

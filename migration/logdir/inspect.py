@@ -511,11 +511,13 @@ class _Findings:
 
 class LogDump:
     """Dump files as kafka-dump-log does. ``errors`` counts the files whose dump stopped on
-    bad bytes or could not be read."""
+    bad bytes or could not be read; ``invalid_batches`` the batches (or wrappers) whose stored
+    CRC their bytes do not match, printed ``isvalid: false`` and dumped on, as Kafka does."""
 
     def __init__(self, options: DumpOptions | None = None) -> None:
         self.options = options or DumpOptions()
         self.errors = 0
+        self.invalid_batches = 0
         self._findings = _Findings({}, {}, {}, {}, {})
 
     def dump(self, paths: Sequence[str | os.PathLike[str]]) -> Iterator[DumpLine]:
@@ -634,8 +636,7 @@ class LogDump:
             coordinator = None
         return (None if coordinator is None else _coordinator_parser(coordinator, shown)), False
 
-    @staticmethod
-    def _batch_line(b: Batch, position: int, shown: str) -> DumpLine:
+    def _batch_line(self, b: Batch, position: int, shown: str) -> DumpLine:
         data: dict[str, Any] = {"entry": "batch", "file": shown}
         if isinstance(b, RecordBatch):
             # DefaultRecordBatch.lastSequence: -1 only for NO_SEQUENCE
@@ -657,6 +658,7 @@ class LogDump:
         ts_type = b.timestamp_type.label
         codec = b.compression.label
         valid = b.is_valid()
+        self.invalid_batches += not valid
         tail = (f" position: {position} {ts_type}: {b.max_timestamp} size: {b.size_in_bytes} magic: {b.magic}"
                 f" compresscodec: {codec} crc: {b.crc} isvalid: {_jbool(valid)}")
         data.update(position=position, timestampType=ts_type, maxTimestamp=b.max_timestamp, size=b.size_in_bytes,

@@ -794,3 +794,18 @@ def test_json_lines_and_usage_errors(tmp_path):
     assert runner.invoke(app, ["inspect"]).exit_code == 2
     assert runner.invoke(app, ["inspect", str(tmp_path)]).exit_code == 2
     assert runner.invoke(app, ["inspect", "--value-decoder", "avro", str(seg)]).exit_code == 2
+
+
+def test_a_wrapper_whose_crc_does_not_match_makes_inspect_exit_1(tmp_path):
+    """The help says exit 1 when a file holds bad bytes; a shallow dump printed the corrupt
+    wrapper as ``isvalid: false`` and exited 0."""
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=1, batch_size=1 << 20)  # gzip, by kafka-python
+    for i in range(20):
+        builder.append(i, timestamp=1_700_000_000_000 + i, key=b"k%d" % i, value=b"value %d " % i * 8)
+    seg = tmp_path / "00000000000000000000.log"
+    data = bytearray(builder.build())
+    data[len(data) // 2] ^= 0xFF  # inside the wrapper's compressed value
+    seg.write_bytes(bytes(data))
+    res = runner.invoke(app, ["inspect", str(seg)])
+    assert "isvalid: false" in res.stdout, res.output
+    assert res.exit_code == 1, res.output
