@@ -55,6 +55,8 @@ Benchmarks (names for ``--only``; all but ``spark`` by default with ``--quick``)
             validation, digest and rewrite of uncompressed v2, uncompressed v0 and a legacy mix;
             deep validation of uncompressed v2: target >= 25x the Python core and >= 1000 MB/s
             (one core), next to reading the same file in the reader's chunks (ceiling) and ``cat``
+  cleaner   the upgrade --to v2 of legacy partitions with unique keys (48 MiB; --quick 12 MiB) vs
+            a real Kafka 4.4.0 log cleaner converting the same segments (bench/cleaner.py): report only
 """
 
 from __future__ import annotations
@@ -74,11 +76,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench import cleaner as cleaner_bench
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "out" / "bench"
 MB = 1e6
 Row = dict[str, Any]
-NAMES = ["validate", "upgrade", "kp-mix", "kp-plain", "spark", "rss", "sessions", "core"]
+NAMES = ["validate", "upgrade", "kp-mix", "kp-plain", "spark", "rss", "sessions", "core", "cleaner"]
 # Targets of issue #14 (docs/benchmarks.md, "Targets (issue #14)").
 VALIDATE_FLOOR = 0.8  # deep validation, x its decompression floor
 UPGRADE_FLOOR = 0.6  # full upgrade of the sample mix, x its codec floor
@@ -784,6 +788,7 @@ def main(argv: list[str] | None = None) -> int:
         ("rss", lambda: bench_rss(big)),
         ("sessions", lambda: bench_sessions(partitions)),
         ("core", lambda: bench_core(plain)),
+        ("cleaner", lambda: cleaner_bench.bench((12 if args.quick else 48) << 20, (2 if args.quick else 8) << 20)),
     ]
     for name, step in steps:
         if name not in only:
