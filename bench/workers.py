@@ -402,7 +402,7 @@ def proof(digest_bytes: int, original_file_bytes: int, output_file_bytes: int, c
     outputs, which the upgrade's writer thread hashes: ``output_files_s`` apart) the same way;
     and its CRCs, CRC-32 over ``crc32_bytes`` and CRC-32C over
     ``crc32c_bytes`` in pieces of the run's mean size per call, with the compiled core's own
-    functions (``_ccore.crc_pieces``, a C loop). Data from ``os.urandom``, made before the
+    functions (``_ccrc.crc_pieces``, a C loop). Data from ``os.urandom``, made before the
     timer; the median of ``repeats`` passes counts. Every upgrade that checks what it reads,
     writes Kafka's checksums, proves its outputs with these digests and can tell its outputs
     from the originals after a crash does at least this work."""

@@ -42,7 +42,7 @@ A v2 batch header (docs/formats.md §2.1, ``DefaultRecordBatch.java``)::
 The three layouts sit in one module because the careful parsers (``legacy.py``,
 ``record_batch.py``), the Python record core (``_pycore.py``, which those parsers import) and
 ``model.py`` all need them, and the format layer's imports have no cycles; ``legacy.py`` and
-``record_batch.py`` re-export the names that are theirs. The compiled core (``_ccore.pyx``)
+``record_batch.py`` re-export the names that are theirs. The compiled core (``_clayout.pxd``)
 spells the same chains as C enums; tests/formats/test_layout.py pins both to Kafka's numbers.
 Kafka names v2's base timestamp FIRST_TIMESTAMP in older releases and the attributes' length
 ATTRIBUTE_LENGTH; the v0/v1 names take a ``LEGACY_`` prefix where the v2 chain has the same one.
