@@ -72,6 +72,10 @@ def test_budgeted_runs_serve_every_partition_in_turn(tier_env, dags_test, sample
         runs = sorted((tmp_path / "out" / "runs").glob("*-tier-b2/session-plan.json"), key=lambda p: p.stat().st_mtime)
         plan = json.loads(runs[-1].read_text())
         served.append({(plan["broker_id"], f"{s['topic']}-{s['partition']}") for s in plan["selected"]})
+        if i == 0:  # the partitions the budget left out are said, with the budget, not silently skipped
+            report = json.loads((tmp_path / "out" / "reports" / runs[-1].parent.name / "report.json").read_text())
+            left = [w["message"] for w in report["warnings"] if w.get("code") == "OUTSIDE_BUDGET"]
+            assert len(left) == 1 and "outside this run's budget (budget_segments 7)" in left[0], report["warnings"]
     everyone = {(2, x.name) for x in sample_cluster.broker_log_dirs[2].iterdir() if x.is_dir()}
     assert served[0] and served[0] != everyone  # the budget cut the first run short
     assert not served[0] & served[1]  # the second run served the others first (rotation)

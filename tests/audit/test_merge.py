@@ -72,3 +72,23 @@ def test_merged_report_names_its_steps_and_its_page_links_them(tmp_path, monkeyp
         "step step-b3: no report\n" in text
     # The store finds it as the DAG run's report although broker 2's report is newer.
     assert store.find_by_dag_run("d", "r").run_id == "dag-run"
+
+
+def test_a_step_without_units_says_why_in_the_merged_report(tmp_path, monkeypatch):
+    """A scheduled step that found nothing to do reads '0 units' in the DAG run's report; it must
+    say why (its refusal or first warning), and name its broker."""
+    monkeypatch.setenv("KMIGRATE_REPORT_ROOT", str(tmp_path / "reports"))
+    store = ReportStore()
+    idle = RunReport.start("tier-prepare", {}, run_id="tier-b1")
+    idle.broker(1)
+    idle.warn("broker 1: nothing changed since the last run (12 partitions clean): no Spark job submitted")
+    idle.finish()
+    store.save(idle)
+    merged = merge_reports("tier-prepare", ["tier-b1"], run_id="dag-run-idle", params={}, dag_id="d",
+                           dag_run_id="r")
+    step = merged.steps[0]
+    assert step.units == 0 and step.broker_ids == [1]
+    assert step.note is not None and "nothing changed since the last run" in step.note
+    text = render_text(merged)
+    line = next(li for li in text.splitlines() if "tier-b1" in li)
+    assert "nothing changed since the last run" in line, text
