@@ -48,6 +48,13 @@ Benchmarks (names for ``--only``; all but ``spark`` by default with ``--quick``)
             local[1], each on a fresh copy, Spark's start included      target >= 1.7x local[1]
             ceiling: Amdahl's bound from local[1]'s serial part (everything outside the units
             phase), capped by its largest partition (one partition's segments run in order)
+  small-partitions
+            the upgrade --to v2 of a log dir of 500 small legacy partitions (3 segments of ~60 KB,
+            bench.small_partitions), inline vs Spark local[2] on a session already started (its
+            start shown beside), each on a fresh copy                  target <= 1.3x inline
+            per-segment cost of an upgrade, 2,000 such partitions inline, split into the fixed
+            steps (journal, backup, replace protocol) and the rewrite, fsyncs counted: report only
+            (--quick: 100 and 200 partitions, said in the rows)
   rss       peak RSS of the worker rewriting one big segment (1 GiB; --quick: 64 MiB)  < 300 MB
   sessions  planning a run with nothing dirty on 10,000 partitions (--quick: 1,000, target
             scaled to 1 s) vs os.scandir listing                        target < 10 s
@@ -82,7 +89,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "out" / "bench"
 MB = 1e6
 Row = dict[str, Any]
-NAMES = ["validate", "upgrade", "kp-mix", "kp-plain", "spark", "rss", "sessions", "core", "cleaner"]
+NAMES = ["validate", "upgrade", "kp-mix", "kp-plain", "spark", "small-partitions", "rss", "sessions", "core", "cleaner"]
 # Targets of issue #14 (docs/benchmarks.md, "Targets (issue #14)").
 VALIDATE_FLOOR = 0.8  # deep validation, x its decompression floor
 UPGRADE_FLOOR = 0.6  # full upgrade of the sample mix, x its codec floor
@@ -737,6 +744,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-history", action="store_true",
                     help="do not append this run to bench/history.jsonl (python -m bench.history reads it)")
     args = ap.parse_args(argv)
+    from bench import small_partitions
     from migration.formats import core as record_core
 
     python_core = record_core.name() != record_core.COMPILED
@@ -785,6 +793,7 @@ def main(argv: list[str] | None = None) -> int:
         ("kp-mix", lambda: bench_kp_mix(cl(), kp_bytes, repeats)),
         ("kp-plain", lambda: bench_kp_plain(plain)),
         ("spark", lambda: bench_spark(cl())),
+        ("small-partitions", lambda: small_partitions.bench(args.quick)),
         ("rss", lambda: bench_rss(big)),
         ("sessions", lambda: bench_sessions(partitions)),
         ("core", lambda: bench_core(plain)),

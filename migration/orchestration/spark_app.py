@@ -2,6 +2,9 @@
 
     spark-submit --master local[2] migration/orchestration/spark_app.py --job JOB.json --results OUT.json
 
+The units run packed into a few tasks per core (``runtime.engine.pack_units``);
+``--conf spark.kmigrate.tasksPerCore=N`` sets how many (default 3).
+
 ``JOB.json`` holds ``{"units": [...], "options": {...}}`` written by the driver task; the
 results (one small document per unit) go to ``OUT.json`` via a temporary file, fsync, a rename
 and a directory fsync, so a reader never sees half a file and a crash never loses it.
