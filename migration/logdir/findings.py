@@ -33,6 +33,11 @@ class FindingCode(StrEnum):
         member.meaning = meaning
         return member
 
+    @classmethod
+    def of(cls, value: str) -> FindingCode:
+        """The member spelled ``value`` (ValueError if none): ``FindingCode(value)``, typed."""
+        return cls(value)  # type: ignore[call-arg]  # Enum's lookup by value; mypy reads it as __new__(value, meaning)
+
     # --- segments (.log): docs/formats.md §1-§3, Kafka's LogSegment.java and LogLoader.java
     CORRUPT_BATCH = "CORRUPT_BATCH", (
         "a batch fails its CRC or framing, or a record inside it does not decode: Kafka's recovery truncates "

@@ -37,7 +37,7 @@ from migration.formats.metadata_records import (
     decode_metadata_record,
     metadata_version_name,
 )
-from migration.formats.model import MAGIC_V2, Compression
+from migration.formats.model import Compression, Record
 from migration.formats.record_batch import RecordBatch
 from migration.logdir.findings import FindingCode
 from migration.logdir.validate import ValidationResult, validate_partition_dir
@@ -50,7 +50,7 @@ _KRAFT_HEADER_TYPES = (ControlRecordType.KRAFT_VERSION, ControlRecordType.KRAFT_
 def _code(kind: str, rule: str) -> FindingCode:
     """The code of a snapshot rule for a KRaft snapshot (``kind`` CHECKPOINT) or for
     bootstrap.checkpoint (BOOTSTRAP): CHECKPOINT_FOOTER, BOOTSTRAP_FOOTER."""
-    return FindingCode(f"{kind}_{rule}")
+    return FindingCode.of(f"{kind}_{rule}")
 
 
 @dataclass
@@ -110,12 +110,12 @@ def _check_batches(p: Path, data: bytes, check: CheckpointCheck, *, bootstrap: b
     batches: list[RecordBatch] = []
     try:
         for b in iterate_batches(data, path=str(p), strict=True):
-            if b.magic != MAGIC_V2:
+            if not isinstance(b, RecordBatch):  # a v0/v1 entry (LegacyBatch)
                 res.add("error", _code(kind, "MAGIC"), p, f"batch magic {b.magic}: snapshots hold v2 batches only",
                         position=b.position + MAGIC_OFFSET)
                 return
             b.ensure_valid()
-            batches.append(b)  # type: ignore[arg-type]
+            batches.append(b)
     except TruncatedError as exc:
         res.add_error(exc.located(str(p)), _code(kind, "TRUNCATED"), file=p)
         return
@@ -177,7 +177,7 @@ def _check_batches(p: Path, data: bytes, check: CheckpointCheck, *, bootstrap: b
         _check_bootstrap_mv(p, check, res)
 
 
-def _check_control_batch(p: Path, b: RecordBatch, records: list, i: int, n: int, check: CheckpointCheck,
+def _check_control_batch(p: Path, b: RecordBatch, records: list[Record], i: int, n: int, check: CheckpointCheck,
                          kind: str, bootstrap: bool, res: ValidationResult) -> bool:
     footer = False
     pos = b.position
@@ -217,7 +217,7 @@ def _check_control_batch(p: Path, b: RecordBatch, records: list, i: int, n: int,
     return footer
 
 
-def _check_data_batch(p: Path, b: RecordBatch, records: list, check: CheckpointCheck, kind: str,
+def _check_data_batch(p: Path, b: RecordBatch, records: list[Record], check: CheckpointCheck, kind: str,
                       res: ValidationResult) -> None:
     pos = b.position
     for r in records:

@@ -20,6 +20,7 @@ import os
 import socket
 import struct
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -33,8 +34,8 @@ from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import FileRecords
 from migration.formats.fileio import durable_mkdir, durable_replace
 from migration.formats.meta_properties import MetaProperties
-from migration.formats.model import MAGIC_V2
 from migration.formats.partition_metadata import PartitionMetadataFile
+from migration.formats.record_batch import RecordBatch
 from migration.settings import out_dir
 
 
@@ -55,7 +56,7 @@ class SegmentStats(BaseModel):
     leader_epochs: list[int] = Field(default_factory=list)
     valid_bytes: int = 0
     trailing_bytes: int = 0
-    error: dict | None = None
+    error: dict[str, Any] | None = None
 
     @property
     def formats(self) -> list[str]:
@@ -106,8 +107,8 @@ class Partition(BaseModel):
     def active_segment(self) -> Segment | None:
         return self.segments[-1] if self.segments else None
 
-    def formats(self) -> Counter:
-        c: Counter = Counter()
+    def formats(self) -> Counter[str]:
+        c: Counter[str] = Counter()
         for s in self.segments:
             if s.stats:
                 c.update(s.stats.bytes_by_magic)
@@ -395,9 +396,9 @@ class LogDirLock:
 
 def scan_segment_stats(log_file: str | os.PathLike[str], *, deep: bool = False) -> SegmentStats:
     st = SegmentStats()
-    by_magic: Counter = Counter()
-    bytes_by_magic: Counter = Counter()
-    codecs: Counter = Counter()
+    by_magic: Counter[str] = Counter()
+    bytes_by_magic: Counter[str] = Counter()
+    codecs: Counter[str] = Counter()
     epochs: list[int] = []
     fr = FileRecords(log_file)
     try:
@@ -407,7 +408,7 @@ def scan_segment_stats(log_file: str | os.PathLike[str], *, deep: bool = False) 
             bytes_by_magic[magic] += b.size_in_bytes
             codecs[b.compression.label] += 1
             st.batches += 1
-            if b.magic == MAGIC_V2:
+            if isinstance(b, RecordBatch):  # magic 2 (FileRecords reads v0/v1 entries as LegacyBatch)
                 st.records += b.records_count
                 first = b.base_offset
                 if b.producer_id >= 0:
@@ -461,8 +462,8 @@ def scan_partition_dir(path: str | os.PathLike[str], *, stats: bool = True, deep
     p = Path(path)
     tp = names.parse_partition_dir_name(p.name)
     part = Partition(topic=tp.topic, partition=tp.partition, path=str(p), kind=tp.kind.value)
-    logs: dict[int, os.DirEntry] = {}
-    others: dict[str, os.DirEntry] = {}
+    logs: dict[int, os.DirEntry[str]] = {}
+    others: dict[str, os.DirEntry[str]] = {}
     with os.scandir(p) as it:
         for e in it:
             others[e.name] = e
@@ -569,5 +570,5 @@ def scan_log_dir(path: str | os.PathLike[str], *, stats: bool = True, deep: bool
     return d
 
 
-def scan_inventory(paths: list[str | os.PathLike[str]], *, stats: bool = True, deep: bool = False) -> Inventory:
+def scan_inventory(paths: Sequence[str | os.PathLike[str]], *, stats: bool = True, deep: bool = False) -> Inventory:
     return Inventory(log_dirs=[scan_log_dir(p, stats=stats, deep=deep) for p in paths])

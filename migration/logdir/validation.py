@@ -7,6 +7,7 @@ only dispatches, so that neither of those imports the other's caller."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from migration.formats import names
@@ -106,7 +107,7 @@ def _next_base_offset(log: Path) -> int | None:
     return min(later, default=None)
 
 
-def validate_paths(paths: list[str | os.PathLike[str]], *, deep: bool = True) -> ValidationResult:
+def validate_paths(paths: Sequence[str | os.PathLike[str]], *, deep: bool = True) -> ValidationResult:
     """Validate each PATH: a log dir (has meta.properties or partition dirs), a partition dir
     or a single file."""
     res = ValidationResult()
