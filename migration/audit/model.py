@@ -307,7 +307,7 @@ class BrokerReport(_Derived):
     broker_id: int = Field(ge=-1, description="Broker / node id; -1 when not known")
     partitions: list[PartitionReport] = Field(default_factory=list)
 
-    @computed_field(description="Derived from the units; checked on load")  # type: ignore[prop-decorator]
+    @computed_field(description="Derived from the units; checked on load")  # type: ignore[prop-decorator]  # computed_field over @property: pydantic's documented form
     @property
     def totals(self) -> Totals:
         # Summed in unit order, so the float duration is bit-identical after a JSON round trip.
@@ -322,7 +322,7 @@ class BrokerReport(_Derived):
         self.partitions.append(p)
         return p
 
-    @computed_field(description="Bytes per format label, before and after; derived from the units")  # type: ignore[prop-decorator]
+    @computed_field(description="Bytes per format label, before and after; derived from the units")  # type: ignore[prop-decorator]  # computed_field over @property: pydantic's documented form
     @property
     def format_mix(self) -> dict[str, dict[str, int]]:
         # Skipped and planned units count too: the chart shows what is on disk, not what was touched.
@@ -347,12 +347,12 @@ class PlannedUnit(_Model):
 class Plan(_Derived):
     units: list[PlannedUnit] = Field(default_factory=list)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # computed_field over @property: pydantic's documented form
     @property
     def units_planned(self) -> int:
         return len(self.units)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # computed_field over @property: pydantic's documented form
     @property
     def bytes_planned(self) -> int:
         return sum(u.bytes for u in self.units)
@@ -532,12 +532,12 @@ class RunReport(_Derived):
 
     # --- derived -------------------------------------------------------------------------
 
-    @computed_field(description="Derived from the brokers' units; checked on load")  # type: ignore[prop-decorator]
+    @computed_field(description="Derived from the brokers' units; checked on load")  # type: ignore[prop-decorator]  # computed_field over @property: pydantic's documented form
     @property
     def totals(self) -> Totals:
         return Totals.sum([b.totals for b in self.brokers])
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # computed_field over @property: pydantic's documented form
     @property
     def status(self) -> RunStatus:
         code = self.exit_code()
@@ -547,12 +547,12 @@ class RunReport(_Derived):
             return RunStatus.FAILED
         return RunStatus.OK if self.finished_at is not None else RunStatus.RUNNING
 
-    @computed_field(alias="exit_code")  # type: ignore[prop-decorator]
+    @computed_field(alias="exit_code")  # type: ignore[prop-decorator]  # computed_field over @property: pydantic's documented form
     @property
     def exit_code_value(self) -> int:
         return self.exit_code()
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # computed_field over @property: pydantic's documented form
     @property
     def duration_s(self) -> float | None:
         if self.finished_at is None:
@@ -664,7 +664,7 @@ class RunReport(_Derived):
         return point
 
     def warn(self, message: str, file: str | None = None, position: int | None = None,
-             code: FindingCode | str | None = None) -> None:
+             code: FindingCode | None = None) -> None:
         self.warnings.append(Finding(message=message, file=file, position=position, code=code))
 
     def last_event(self, kind: RunKind) -> RunEvent | None:

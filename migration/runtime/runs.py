@@ -99,10 +99,11 @@ class RunDir:
     def read_prepare(self, model: type[P] | None = None) -> P | dict[str, Any] | None:
         """The run's prepare.json: typed as ``model`` (None when there is none yet), or, for the
         callers that still read it field by field, as a dict (empty when there is none)."""
+        if model is not None:
+            return model.read(self.prepare_path) if self.prepare_path.exists() else None
         if not self.prepare_path.exists():
-            return None if model is not None else {}
-        doc = (model or PrepareDocument).read(self.prepare_path)
-        return doc if model is not None else doc.model_dump(mode="json")
+            return {}
+        return PrepareDocument.read(self.prepare_path).model_dump(mode="json")
 
     def write(self, name: str, data: Any) -> Path:
         p = self.path / name

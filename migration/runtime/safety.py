@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -58,7 +58,7 @@ def _work_in_flight(holder: LockHolder) -> bool:
     return states is None or any(s in IN_FLIGHT_STATES for s in states)
 
 
-def check_not_live(log_dirs: list[str | os.PathLike[str]], *, run_id: str | None = None,
+def check_not_live(log_dirs: Sequence[str | os.PathLike[str]], *, run_id: str | None = None,
                    resolves: str | None = None) -> list[str]:
     """Refuse when a process holds a log dir's lock, or a killed run left work in flight that
     this run (``run_id`` resuming it, or ``resolves``: rolling it back) does not finish.
@@ -78,7 +78,7 @@ def check_not_live(log_dirs: list[str | os.PathLike[str]], *, run_id: str | None
     return warnings
 
 
-def check_clean_shutdown(log_dirs: list[str | os.PathLike[str]], *, force: bool = False) -> list[str]:
+def check_clean_shutdown(log_dirs: Sequence[str | os.PathLike[str]], *, force: bool = False) -> list[str]:
     """Return warnings (when forced) or raise Refused for dirs without a clean-shutdown marker."""
     unclean = [str(d) for d in log_dirs if not (Path(d) / names.CLEAN_SHUTDOWN_FILE).exists()]
     if unclean and not force:
@@ -87,7 +87,7 @@ def check_clean_shutdown(log_dirs: list[str | os.PathLike[str]], *, force: bool 
     return [f"{d}: unclean shutdown, proceeding because forced" for d in unclean]
 
 
-def check_backup_root(backup_root: str | os.PathLike[str], log_dirs: list[str | os.PathLike[str]]) -> list[str]:
+def check_backup_root(backup_root: str | os.PathLike[str], log_dirs: Sequence[str | os.PathLike[str]]) -> list[str]:
     """Refuse a backup root inside a log dir (Kafka would refuse to start) or one that cannot be
     created. Returns a warning per log dir on another file system than the root: its originals
     are copied, not hard-linked (docs/operations.md, "Backups")."""
@@ -106,7 +106,7 @@ def check_backup_root(backup_root: str | os.PathLike[str], log_dirs: list[str | 
 
 
 @contextlib.contextmanager
-def holding_locks(log_dirs: list[str | os.PathLike[str]], run: RunLock | None = None) -> Iterator[None]:
+def holding_locks(log_dirs: Sequence[str | os.PathLike[str]], run: RunLock | None = None) -> Iterator[None]:
     """Hold every log dir's lock for the duration, recording ``run`` with it; refuse if any is
     taken meanwhile."""
     held: list[LogDirLock] = []

@@ -577,7 +577,11 @@ class SessionStore:
                 p.c.failures,
             ).where(p.c.session_id == session_id)
         )
-        return {(r[0], r[1], r[2]): StoredPartition(*r[3:]) for r in rows}
+        return {(r.topic, r.partition, r.log_dir): StoredPartition(
+            seq=r.seq, seen_digest=r.seen_digest, seen_bases_digest=r.seen_bases_digest,
+            seen_segments_digest=r.seen_segments_digest, seen_files_digest=r.seen_files_digest,
+            seen_log_start_offset=r.seen_log_start_offset, seen_log_end_offset=r.seen_log_end_offset,
+            outcome=r.outcome, failures=r.failures) for r in rows}
 
 
 def _row(
