@@ -64,8 +64,8 @@ def file_checksum(path: str | os.PathLike[str], algorithm: FileChecksumAlgorithm
             h.update(chunk)
         return h.hexdigest()
     with open(path, "rb", buffering=0) as f:
-        while chunk := f.read(_READ_CHUNK):
-            h.update(chunk)
+        while data := f.read(_READ_CHUNK):
+            h.update(data)
     return h.hexdigest()
 
 

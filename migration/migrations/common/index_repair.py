@@ -52,7 +52,7 @@ from pydantic import BaseModel, Field
 
 from migration.formats import names
 from migration.formats.errors import CorruptIndexError, CorruptRecordError, KafkaFormatError, TruncatedError
-from migration.formats.file_records import FileRecords
+from migration.formats.file_records import Batch, FileRecords
 from migration.formats.fileio import durable_replace, fsync_dir
 from migration.formats.index_builder import DEFAULT_INDEX_INTERVAL_BYTES, IndexBuilder
 from migration.formats.index_file import IndexFile
@@ -86,8 +86,8 @@ class IndexFileRepair(BaseModel):
 
     file: str = Field(description="Final file name, e.g. 00000000000000000000.timeindex")
     action: Literal["created", "rebuilt", "unchanged"]
-    reason: str | None = Field(None, description="Why it was written (None when unchanged)")
-    entries_before: int | None = Field(None, description="None: missing, or unreadable by Kafka's sanity rules")
+    reason: str | None = Field(default=None, description="Why it was written (None when unchanged)")
+    entries_before: int | None = Field(default=None, description="None: missing, or unreadable by Kafka's sanity rules")
     entries_after: int
     size_before: int | None = None
     size_after: int
@@ -168,9 +168,9 @@ def segment_index_problems(
     log, index_path, time_path = _paths(pdir, base_offset)
     last_position = -1
 
-    def on_batch(b: object) -> None:
+    def on_batch(b: Batch) -> None:
         nonlocal last_position
-        last_position = b.position  # type: ignore[attr-defined]
+        last_position = b.position
 
     res, _ = validate_segment(log, next_base_offset=next_base_offset, deep=False, partition=_partition_name(pdir),
                               on_batch=on_batch)
@@ -276,6 +276,7 @@ def rebuild_segment_indexes(
                                                 entries_after=len(index), size_before=len(old),
                                                 size_after=len(data), mtime_ns=st.st_mtime_ns))
             continue
+        action: Literal["created", "rebuilt"]
         if old is None:
             action, reason, before = "created", "missing", None
             atime_ns, mtime_ns = log_st.st_mtime_ns, log_st.st_mtime_ns

@@ -33,6 +33,7 @@ from pydantic import Field
 from migration.formats import names
 from migration.formats.checkpoint_files import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
 from migration.formats.fileio import durable_mkdir, durable_replace, durable_unlink, fsync_file
+from migration.logdir.findings import FindingCode
 from migration.runtime.documents import RunDocument
 from migration.runtime.faults import fault_point
 
@@ -40,7 +41,7 @@ ASSIGNED_EPOCH = 0
 EPOCH_BACKUP_DIR = "leader-epochs"
 EPOCH_BACKUP_VERSION = 1
 # The code the reports give an assignment; the report lists every partition that got one.
-ASSIGNED_CODE = "LEADER_EPOCH_ASSIGNED"
+ASSIGNED_CODE = FindingCode.LEADER_EPOCH_ASSIGNED
 
 
 class EpochAssignment(RunDocument):
@@ -107,8 +108,8 @@ def plan_assignment(partition_dir: Path) -> EpochAssignment | None:
     tp = names.parse_partition_dir_name(partition_dir.name)
     return EpochAssignment(partition_dir=str(partition_dir), topic=tp.topic, partition=tp.partition,
                            log_start_offset=start,
-                           before=None if current is None else [tuple(e) for e in entries],
-                           after=[tuple(e) for e in after])
+                           before=None if current is None else [(e.epoch, e.start_offset) for e in entries],
+                           after=[(e.epoch, e.start_offset) for e in after])
 
 
 def _manifest_path(backup_dir: Path, partition_dir: Path) -> Path:

@@ -36,12 +36,14 @@ import os
 import secrets
 import shlex
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from migration.audit.model import (
     Finding,
+    FindingCode,
     FormatVersions,
     RunKind,
     RunReport,
@@ -138,7 +140,7 @@ def finalize_tier(run_id: str) -> RunReport:
     for w in prep.warnings:
         report.warn(w)
     for n in prep.not_ready:
-        finding = Finding(message=n.reason, code=n.code)
+        finding = Finding(message=n.reason, code=FindingCode.of(n.code))
         failed = n.status is UnitStatus.FAILED
         report.add_unit(n.broker_id, n.topic, n.partition, UnitResult(
             unit=Path(n.path).name, unit_type=UnitType.FILE, path=n.path, status=n.status,
@@ -154,7 +156,7 @@ def finalize_tier(run_id: str) -> RunReport:
         if r is None:
             report.add_unit(u.broker_id, topic, partition, UnitResult(
                 unit=Path(u.path).name, unit_type=UnitType.FILE, path=u.path, status=UnitStatus.FAILED,
-                errors=[Finding(message="no result: the unit did not run", code="NO_RESULT")]))
+                errors=[Finding(message="no result: the unit did not run", code=FindingCode.NO_RESULT)]))
             continue
         seg_results = [UnitResult.model_validate(x) for x in r.get("segment_results", [])]
         if "unit_result" in r:
@@ -162,7 +164,7 @@ def finalize_tier(run_id: str) -> RunReport:
         else:  # the engine caught an exception the unit did not
             summary = UnitResult(unit=Path(u.path).name, unit_type=UnitType.FILE, path=u.path,
                                  status=UnitStatus.FAILED, errors=[Finding(message=r.get("error", "unknown error"),
-                                                                           code="UNIT_CRASHED")])
+                                                                           code=FindingCode.UNIT_CRASHED)])
         for x in seg_results:
             report.add_unit(u.broker_id, topic, partition, x)
         if not seg_results or summary.errors or summary.warnings:
@@ -189,7 +191,7 @@ def record_store_error(run_id: str, message: str, options: dict[str, Any]) -> No
                                              options=options))
 
 
-def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions, engine: str = "inline",
+def execute_tier(log_dirs: Sequence[str | os.PathLike[str]], *, options: TierOptions, engine: str = "inline",
                  run_id: str | None = None, master: str | None = None, spark: Any = None,
                  broker_id: int | None = None, only_partitions: list[str] | None = None,
                  progress: Progress | None = None) -> RunReport:
@@ -227,8 +229,8 @@ def execute_tier(log_dirs: list[str | os.PathLike[str]], *, options: TierOptions
 
 # ------------------------------------------------------------------------------------- rollback
 
-ROLLED_BACK_CODE = "TIER_ROLLED_BACK"
-OBJECTS_KEPT_CODE = "TIER_OBJECTS_KEPT"
+ROLLED_BACK_CODE = FindingCode.TIER_ROLLED_BACK
+OBJECTS_KEPT_CODE = FindingCode.TIER_OBJECTS_KEPT
 
 
 def is_tier_run(run_id: str, backup_root: str | os.PathLike[str] | None = None) -> bool:

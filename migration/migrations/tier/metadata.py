@@ -10,6 +10,7 @@ the records needed here are followed: TopicRecord, RemoveTopicRecord and topic C
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import FileRecords
 from migration.formats.kraft_checkpoint import read_checkpoint_file
 from migration.formats.metadata_records import MetadataRecord, UnknownMetadataRecordError, decode_metadata_record
-from migration.formats.model import MAGIC_V2
+from migration.formats.record_batch import RecordBatch
 
 TOPIC_RESOURCE_TYPE = 2  # ConfigResource.Type.TOPIC
 
@@ -59,7 +60,7 @@ def find_metadata_partition_dir(path: str | os.PathLike[str]) -> Path | None:
     return child if child.is_dir() else None
 
 
-def read_metadata_image(dirs: list[str | os.PathLike[str]]) -> MetadataImage:
+def read_metadata_image(dirs: Sequence[str | os.PathLike[str]]) -> MetadataImage:
     """Merge what every given metadata log says (controllers and brokers replicate the same log;
     later dirs win on conflicts, which only arise from diverged copies)."""
     image = MetadataImage()
@@ -96,7 +97,7 @@ def _read_one(mdir: Path, image: MetadataImage) -> None:
                   if e.name.endswith(names.LOG_FILE_SUFFIX))
     for base in logs:
         for b in FileRecords(mdir / names.log_file_name(base)).batches():
-            if b.magic != MAGIC_V2 or b.is_control or b.next_offset <= start:
+            if not isinstance(b, RecordBatch) or b.is_control or b.next_offset <= start:
                 continue
             for r in b.records():
                 if r.offset < start or r.value is None:

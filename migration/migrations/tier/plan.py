@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,7 @@ def _corrupt_reason(p: Partition) -> str | None:
     return None
 
 
-def prepare_tier(log_dirs: list[str | os.PathLike[str]], *, run_id: str, options: TierOptions,
+def prepare_tier(log_dirs: Sequence[str | os.PathLike[str]], *, run_id: str, options: TierOptions,
                  broker_id: int | None = None, only_partitions: list[str] | None = None) -> TierPlan:
     """Plan a run: ``job.json`` (units, options) and ``prepare.json`` (readiness findings), and
     the plan itself. Raises :class:`Refused` when a live broker holds a log dir."""

@@ -145,7 +145,8 @@ def _stage_segment(store: ObjectStore, ctx: _StageContext, plan: _SegmentPlan, l
     entries = [EpochEntry(e, o) for e, o in ctx.epochs]
     epochs = segment_leader_epochs(entries, plan.base, plan.next_offset)
     if not epochs:
-        raise _NotStageable("NO_LEADER_EPOCH", f"no leader epoch covers [{plan.base}, {plan.next_offset}): the "
+        raise _NotStageable(FindingCode.NO_LEADER_EPOCH,
+                            f"no leader epoch covers [{plan.base}, {plan.next_offset}): the "
                             "partition's leader-epoch-checkpoint has no entry at or below this segment (data written "
                             "before KIP-101 carries none, also once rewritten as v2) and RemoteLogSegmentMetadata "
                             "requires a non-empty epoch map; fix: run with --assign-leader-epoch (DAG param "
@@ -154,12 +155,13 @@ def _stage_segment(store: ObjectStore, ctx: _StageContext, plan: _SegmentPlan, l
     time_index = _read_optional(pdir / (prefix + names.TIME_INDEX_FILE_SUFFIX))
     snapshot = _read_optional(pdir / names.producer_snapshot_file_name(plan.next_offset))
     if offset_index is None or time_index is None:
-        raise _NotStageable("MISSING_INDEX", f"{prefix}: offset or time index missing after the rebuild")
+        raise _NotStageable(FindingCode.MISSING_INDEX, f"{prefix}: offset or time index missing after the rebuild")
     if snapshot is None:
         if opts.dry_run:
             snapshot = b""  # would be written by this run
         else:
-            raise _NotStageable("MISSING_SNAPSHOT", f"{names.producer_snapshot_file_name(plan.next_offset)} missing")
+            raise _NotStageable(FindingCode.MISSING_SNAPSHOT,
+                                f"{names.producer_snapshot_file_name(plan.next_offset)} missing")
     txn = _read_optional(pdir / (prefix + names.TXN_INDEX_FILE_SUFFIX))
     blob = layout.build_indexes_blob(offset_index, time_index, snapshot,
                                      layout.leader_epoch_index_text(entries, plan.next_offset), txn)
@@ -176,7 +178,7 @@ def _stage_segment(store: ObjectStore, ctx: _StageContext, plan: _SegmentPlan, l
             by = staged.metadata.get(RUN_METADATA_KEY)
             when = datetime.fromtimestamp(old.remote_log_segment_metadata.event_timestamp_ms / 1000, UTC)
             return UnitStatus.SKIPPED, _record(old, txn), [Finding(
-                code="ALREADY_STAGED", file=str(Path(ctx.pdir) / names.log_file_name(plan.base)),
+                code=FindingCode.ALREADY_STAGED, file=str(Path(ctx.pdir) / names.log_file_name(plan.base)),
                 message=f"already staged by {'run ' + by if by else 'an earlier run'} on "
                         f"{when:%Y-%m-%d %H:%M:%S} UTC (its objects match the segment): left as it is")]
         # A manifest whose data is missing or different must not survive: drop it first.
@@ -228,7 +230,7 @@ def _record(manifest: layout.SegmentManifest, txn: bytes | None) -> dict[str, An
 
 
 class _NotStageable(Exception):
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: FindingCode, message: str) -> None:
         super().__init__(message)
         self.code = code
 
@@ -240,11 +242,11 @@ def _cleanup_partition_prefix(store: ObjectStore, part_prefix: str, keep_stems: 
     manifests whose data is gone and data objects that have no manifest, except those of a
     segment this unit is about to stage (they are verified and reused, or replaced)."""
     found = [Finding(message=f"removed {name}, what a killed write left in the store's temporary files",
-                     code="ORPHAN_REMOVED", file=name) for name in store.remove_temporaries(part_prefix)]
+                     code=FindingCode.ORPHAN_REMOVED, file=name) for name in store.remove_temporaries(part_prefix)]
     for upload in store.list_multipart_uploads(part_prefix):
         store.abort_multipart(upload.key, upload.upload_id)
-        found.append(Finding(message=f"aborted a stale multipart upload of {upload.key}", code="STALE_MULTIPART",
-                             file=upload.key))
+        found.append(Finding(message=f"aborted a stale multipart upload of {upload.key}",
+                             code=FindingCode.STALE_MULTIPART, file=upload.key))
     by_stem: dict[str, set[str]] = {}
     for obj in store.list_objects(part_prefix):
         parts = layout.split_key(obj.key)
@@ -258,8 +260,8 @@ def _cleanup_partition_prefix(store: ObjectStore, part_prefix: str, keep_stems: 
         doomed.extend(stem + s for s in sorted(suffixes))
     if doomed:
         store.delete(doomed)
-        found.extend(Finding(message=f"removed orphan object {k} (no complete segment)", code="ORPHAN_REMOVED",
-                             file=k) for k in doomed)
+        found.extend(Finding(message=f"removed orphan object {k} (no complete segment)",
+                             code=FindingCode.ORPHAN_REMOVED, file=k) for k in doomed)
     return found
 
 
@@ -301,7 +303,7 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
         if not opts.dry_run:
             durable_unlink(*leftovers)
         part_findings.extend(Finding(
-            file=str(f), code="LEFTOVER_FILE", message=("would remove " if opts.dry_run else "removed ")
+            file=str(f), code=FindingCode.LEFTOVER_FILE, message=("would remove " if opts.dry_run else "removed ")
             + f"{f.name}, the temporary name of a snapshot write an earlier run did not finish") for f in leftovers)
         backups = None if opts.dry_run or opts.backup_dir is None else PartitionBackups(
             opts.backup_dir, pdir, log_dir=unit.log_dir, broker_id=unit.broker_id, topic=unit.topic,
@@ -323,7 +325,7 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
                 bytes_after=None if opts.dry_run else Path(outcome.path).stat().st_size))
     except (ProducerStateError, KafkaFormatError, RuntimeError, OSError) as exc:
         err = Finding(message=f"producer snapshots: {exc}; fix: 'kmigrate validate {pdir}' names the bytes; restore "
-                      "the segment from a replica, or exclude the topic", code="SNAPSHOT_REBUILD_FAILED",
+                      "the segment from a replica, or exclude the topic", code=FindingCode.SNAPSHOT_REBUILD_FAILED,
                       file=str(pdir))
         return {**base_out, "status": "failed", "error": str(exc), "unit_result": partition_result(
             UnitStatus.FAILED, [err]).model_dump(mode="json"), "segment_results": [
@@ -347,7 +349,8 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
             epochs = _assign_epoch(pdir, results, dry_run=opts.dry_run, backup_dir=None if opts.backup_dir is None
                                    else epoch_backup_dir(opts.backup_dir)) or epochs
         except (KafkaFormatError, OSError, ValueError) as exc:
-            err = Finding(message=f"leader epoch not assigned: {exc}", code="LEADER_EPOCH_FAILED", file=str(pdir))
+            err = Finding(message=f"leader epoch not assigned: {exc}", code=FindingCode.LEADER_EPOCH_FAILED,
+                          file=str(pdir))
             return {**base_out, "status": "failed", "error": str(exc), "unit_result": partition_result(
                 UnitStatus.FAILED, [err]).model_dump(mode="json"), "segment_results": [
                 r.model_dump(mode="json") for r in results], "segment_metadata": []}
@@ -368,7 +371,8 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
         part_findings.extend(_cleanup_partition_prefix(
             store, layout.partition_prefix(opts.prefix, unit.topic, topic_id, unit.partition), keep))
     except Exception as exc:
-        err = Finding(message=f"before staging: {type(exc).__name__}: {exc}", code="STAGING_FAILED", file=str(pdir))
+        err = Finding(message=f"before staging: {type(exc).__name__}: {exc}", code=FindingCode.STAGING_FAILED,
+                      file=str(pdir))
         return {**base_out, "status": "failed", "error": str(exc), "unit_result": partition_result(
             UnitStatus.FAILED, [err]).model_dump(mode="json"), "segment_results": [
             r.model_dump(mode="json") for r in results], "segment_metadata": [], "requests": _requests(store)}
@@ -378,21 +382,23 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
         if failed_at is not None:
             # Kafka copies segments in offset order; a gap would leave the remote log with a hole.
             results.append(_segment_result(plan, pdir, UnitStatus.SKIPPED, started=seg_started, warnings=[Finding(
-                message=f"not staged: segment {failed_at} before it could not be staged", code="AFTER_FAILURE")]))
+                message=f"not staged: segment {failed_at} before it could not be staged",
+                code=FindingCode.AFTER_FAILURE)]))
             continue
         try:
             repairs = _validate_closed_segment(pdir, plan, ctx.epochs, repair=not opts.dry_run, backups=backups)
             if opts.dry_run and repairs:
                 results.append(_segment_result(plan, pdir, UnitStatus.PLANNED, started=seg_started, warnings=[
-                    Finding(code="INDEX_REBUILT", message="a real run rebuilds its indexes first: " + "; ".join(
-                        str(f) for f in repairs))]))
+                    Finding(code=FindingCode.INDEX_REBUILT,
+                            message="a real run rebuilds its indexes first: " + "; ".join(str(f) for f in repairs))]))
                 continue
             status, record, warns = _stage_segment(store, ctx, plan, shas[plan.base])
             if record is not None:
                 records.append({**record, "newlyStaged": status is UnitStatus.OK})
             if repairs:
-                warns = [Finding(code="INDEX_REBUILT", message="offset and time index rebuilt with Kafka's rules "
-                                 "before staging: " + "; ".join(f"{f.code}: {f.message}" for f in repairs)), *warns]
+                warns = [Finding(code=FindingCode.INDEX_REBUILT,
+                                 message="offset and time index rebuilt with Kafka's rules before staging: "
+                                 + "; ".join(f"{f.code}: {f.message}" for f in repairs)), *warns]
             results.append(_segment_result(plan, pdir, status, started=seg_started, warnings=warns))
         except _NotStageable as exc:
             failed_at = plan.base
@@ -403,11 +409,11 @@ def _run_unit(unit: Unit, opts: TierOptions, scratch: Path | None) -> dict[str, 
             log.warning("staging %s/%s failed: %s", pdir, plan.base, exc)
             results.append(_segment_result(plan, pdir, UnitStatus.FAILED, started=seg_started, errors=[Finding(
                 message=f"{type(exc).__name__}: {exc}; fix: check the bucket, endpoint and credentials, then run "
-                        "again (staging resumes where it stopped)", code="STAGING_FAILED")]))
-    status = "failed" if failed_at is not None else "ok"
+                        "again (staging resumes where it stopped)", code=FindingCode.STAGING_FAILED)]))
+    partition_status = "failed" if failed_at is not None else "ok"
     summary = partition_result(UnitStatus.FAILED if failed_at is not None else
                                (UnitStatus.PLANNED if opts.dry_run else UnitStatus.OK))
-    return {**base_out, "status": status, "unit_result": summary.model_dump(mode="json"),
+    return {**base_out, "status": partition_status, "unit_result": summary.model_dump(mode="json"),
             "segment_results": [r.model_dump(mode="json") for r in results], "segment_metadata": records,
             "requests": _requests(store)}
 
@@ -426,7 +432,7 @@ def _assign_epoch(pdir: Path, results: list[UnitResult], *, dry_run: bool, backu
                               status=UnitStatus.PLANNED if dry_run else UnitStatus.OK,
                               warnings=[Finding(file=str(path), code=ASSIGNED_CODE,
                                                 message=("would be " if dry_run else "") + a.describe())]))
-    return [tuple(e) for e in a.after]
+    return [(epoch, start) for epoch, start in a.after]
 
 
 def checked_leader_epochs(pdir: Path) -> list[tuple[int, int]]:
@@ -476,8 +482,8 @@ def _validate_closed_segment(pdir: Path, plan: _SegmentPlan, epochs: list[tuple[
     index_findings = rebuild_reasons(res.findings, log)
     errors = [f for f in res.findings if f.severity == "error" and f not in index_findings]
     if errors:
-        raise _NotStageable("CORRUPT", "; ".join(str(f) for f in errors[:3]) + f"; fix: restore {log.name} from a "
-                            "replica (the broker stopped), or exclude the topic")
+        raise _NotStageable(FindingCode.CORRUPT, "; ".join(str(f) for f in errors[:3])
+                            + f"; fix: restore {log.name} from a replica (the broker stopped), or exclude the topic")
     if index_findings and repair:
         if backups is not None:  # the indexes as they were, kept (or listed, when missing) first
             prefix = names.filename_prefix_from_offset(plan.base)
@@ -486,6 +492,6 @@ def _validate_closed_segment(pdir: Path, plan: _SegmentPlan, epochs: list[tuple[
         try:
             rebuild_segment_indexes(pdir, plan.base, findings=index_findings)
         except (KafkaFormatError, ReplacementInFlight) as exc:
-            raise _NotStageable("CORRUPT", f"indexes cannot be rebuilt: {exc}") from None
+            raise _NotStageable(FindingCode.CORRUPT, f"indexes cannot be rebuilt: {exc}") from None
     return index_findings
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -73,7 +74,7 @@ def finalize_unify(run_id: str, *, save: bool = True, plan: UnifyPlan | None = N
     return report
 
 
-def execute_unify(metadata_log_dirs: list[str | os.PathLike[str]], *, options: UnifyOptions | None = None,
+def execute_unify(metadata_log_dirs: Sequence[str | os.PathLike[str]], *, options: UnifyOptions | None = None,
                   engine: str = "inline", run_id: str | None = None, master: str | None = None,
                   spark: Any = None, progress: Progress | None = None) -> RunReport:
     """prepare -> run units on the engine -> finalize. A refusal gives a report with exit code 3."""

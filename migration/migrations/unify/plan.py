@@ -5,6 +5,7 @@ per dir (and per stray copy) -> the run directory (``runtime/runs.py``) and the 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,7 +51,7 @@ def load_plan(run_id: str) -> UnifyPlan | None:
     return UnifyPlan(run_dir=rd, prepare=prep, units=units, options=UnifyOptions.model_validate(opts))
 
 
-def prepare_unify(metadata_log_dirs: list[str | os.PathLike[str]], *, run_id: str,
+def prepare_unify(metadata_log_dirs: Sequence[str | os.PathLike[str]], *, run_id: str,
                   options: UnifyOptions | None = None) -> UnifyPlan:
     """Safety gates (live lock, backup root), detected states, one unit per dir -> run dir.
     Raises :class:`~migration.runtime.safety.Refused` (exit 3) and then writes nothing into any

@@ -33,6 +33,7 @@ from migration.formats.digest import CURRENT_ALGORITHM, LEGACY_ALGORITHM, Digest
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import iterate_batches
 from migration.formats.kraft_checkpoint import KRAFT_MAX_BATCH_BYTES, CheckpointContents, read_checkpoint
+from migration.formats.layout import RECORD_BATCH_OVERHEAD
 from migration.formats.meta_properties import MetaProperties
 from migration.formats.metadata_records import (
     METADATA_VERSION_FEATURE,
@@ -41,7 +42,7 @@ from migration.formats.metadata_records import (
     metadata_version_name,
 )
 from migration.formats.model import Record
-from migration.formats.record_batch import RECORD_BATCH_OVERHEAD, encode_record
+from migration.formats.record_batch import encode_record
 from migration.logdir.findings import Finding
 
 # Format labels of the report's units (UnitResult.input_format / output_format).

@@ -98,7 +98,7 @@ def finalize_upgrade(run_id: str, *, engine: str | None = None, plan: UpgradePla
     rd = plan.run_dir if plan is not None else RunDir(run_id)
     prep = plan.prepare if plan is not None else UpgradePrepare(run_id=run_id)
     units = plan.units if plan is not None else []
-    opts = plan.options
+    opts = plan.options if plan is not None else None
     started = datetime.fromisoformat(prep.started_at) if isinstance(prep.started_at, str) else None
     target = opts.target if opts is not None else prep.target
     params = opts.model_dump(mode="json") if opts is not None else (prep.options or {})
@@ -149,11 +149,11 @@ def finalize_upgrade(run_id: str, *, engine: str | None = None, plan: UpgradePla
         report.add_unit(ine.broker_id, ine.topic, ine.partition, UnitResult(
             unit=Path(ine.path).name, unit_type=UnitType.PARTITION, path=ine.path, status=UnitStatus.INELIGIBLE,
             bytes_before=ine.bytes, bytes_after=ine.bytes,
-            warnings=[Finding(file=ine.path, code=ine.code, message=ine.reason)]), track_progress=False)
+            warnings=[Finding(file=ine.path, code=FindingCode.of(ine.code), message=ine.reason)]), track_progress=False)
     for bad in prep.corrupt:
         report.add_unit(bad.broker_id, bad.topic, bad.partition, UnitResult(
             unit=bad.unit, path=bad.path, status=UnitStatus.FAILED, bytes_before=bad.bytes,
-            errors=[Finding(file=bad.file, position=bad.position, code=bad.code,
+            errors=[Finding(file=bad.file, position=bad.position, code=FindingCode.of(bad.code),
                             message=f"corrupt segment, not rewritten: {bad.message}")]), track_progress=False)
     if dry_run:
         growth = sum(prep.estimates.values()) - sum(u.size for u in units)
@@ -345,7 +345,7 @@ def _restore_epochs(report: RunReport, units: list[Unit], backup_root: str, run_
             restore_leader_epoch(manifest)
             ur = UnitResult(unit=names.LEADER_EPOCH_CHECKPOINT_FILE, unit_type=UnitType.FILE, path=path,
                             status=UnitStatus.OK, warnings=[Finding(
-                                file=path, code="LEADER_EPOCH_RESTORED",
+                                file=path, code=FindingCode.LEADER_EPOCH_RESTORED,
                                 message="restored as it was before the run" + (" (no file)" if a.before is None
                                                                                else ""))])
         except (OSError, ValueError) as exc:
@@ -385,8 +385,8 @@ def commit_run(run_id: str) -> RunReport:
     for u in units:
         j = load_journal(opts["run_dir"], u.id)
         if j is not None and j.state is JournalState.STARTED:
-            params = SegmentParams.model_validate(u.params)
-            remove_cleaned_in_range(Path(params.partition_dir), params.base_offset, params.next_base_offset)
+            seg = SegmentParams.model_validate(u.params)
+            remove_cleaned_in_range(Path(seg.partition_dir), seg.base_offset, seg.next_base_offset)
         assert u.topic is not None and u.partition is not None
         if u.kind == EPOCH_UNIT_KIND:
             report.add_unit(u.broker_id, u.topic, u.partition, UnitResult(
@@ -410,7 +410,8 @@ def commit_run(run_id: str) -> RunReport:
         report.add_unit(u.broker_id, u.topic, u.partition, ur)
     freed = drop_backups(opts["backup_root"], run_id)
     kept = sum(1 for u in report.iter_results() if u.status is UnitStatus.OK and u.unit_type is UnitType.SEGMENT)
-    summary = (f"dropped the originals of {kept} segment(s): {records:,} records, {size:,} bytes, {files} file(s) ({freed:,} bytes freed)")
+    summary = (f"dropped the originals of {kept} segment(s): {records:,} records, {size:,} bytes, {files} file(s) "
+               f"({freed:,} bytes freed)")
     report.warn(f"backups of run {run_id} dropped: {summary}; rollback is no longer possible")
     report.finish()
     ReportStore().save(report)

@@ -17,7 +17,8 @@ class TargetFormat(StrEnum):
     V2 = "v2"  # record batches (KIP-98), what Kafka 4 reads and writes (KIP-724)
 
 
-TARGET_MAGIC = {TargetFormat.V1: 1, TargetFormat.V2: 2}
+# Keyed by TargetFormat; its str spelling (prepare.json's target) finds the same entry.
+TARGET_MAGIC: dict[str, int] = {TargetFormat.V1: 1, TargetFormat.V2: 2}
 
 
 class UpgradeOptions(BaseModel):

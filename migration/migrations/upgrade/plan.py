@@ -111,7 +111,7 @@ class UpgradeJobOptions(UpgradeOptions):
 
     model_config = ConfigDict(extra="ignore")
 
-    backup_root: str  # type: ignore[assignment]  # resolved: always set in a job
+    backup_root: str  # resolved: always set in a job
     run_id: str
     run_dir: str
     run_lock: RunLock | None = None
@@ -308,7 +308,7 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                     stamp_v0_ms=seg.mtime_ns // 1_000_000 if options.stamp_v0_with_mtime else None))
                 res, _ = validate_segment(log_path, next_base_offset=nxt, deep=deep, partition=part.name,
                                           on_batch=survey, leader_epochs=part.leader_epochs and
-                                          [tuple(e) for e in part.leader_epochs])
+                                          [(epoch, start) for epoch, start in part.leader_epochs])
                 row = SegmentRow(broker_id=bid, topic=part.topic, partition=part.partition, unit=seg.log_file,
                                  path=str(log_path), bytes=seg.size, formats=survey.bytes_by_magic,
                                  records=survey.records)

@@ -7,6 +7,7 @@ fleet spreads over Spark tasks; findings come back as small rows and go into the
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from migration.runtime.runs import RunDir
 UNIT_KIND = "validate-partition"
 
 
-def preflight_units(log_dirs: list[str | os.PathLike[str]], broker_id: int = -1) -> list[Unit]:
+def preflight_units(log_dirs: Sequence[str | os.PathLike[str]], broker_id: int = -1) -> list[Unit]:
     units = []
     for d in log_dirs:
         for e in sorted(os.scandir(d), key=lambda e: e.name):

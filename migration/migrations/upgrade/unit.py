@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from migration.audit.model import Finding, OffsetRange, UnitResult, UnitStatus, UnitType
+from migration.audit.model import Finding, FindingCode, OffsetRange, UnitResult, UnitStatus, UnitType
 from migration.formats import names
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 from migration.formats.digest import RecordDigest, RecordDigester
@@ -78,7 +78,7 @@ class UnitContext:
                 "unit_result": ur.model_dump(mode="json")}
 
     def failed(self, message: str, *, file: str | None = None, position: int | None = None,
-               code: str | None = None) -> dict[str, Any]:
+               code: FindingCode | None = None) -> dict[str, Any]:
         ur = UnitResult(unit=self.log_name, path=str(self.partition_dir / self.log_name), status=UnitStatus.FAILED,
                         duration_s=time.monotonic() - self.started,
                         errors=[Finding(file=file, position=position, message=message, code=code)])
@@ -111,20 +111,20 @@ def _unit_result(ctx: UnitContext, j: UnitJournal) -> UnitResult:
     for o in j.outputs:
         for k, v in o.bytes_by_magic.items():
             by_magic_after[k] = by_magic_after.get(k, 0) + v
-    warnings = [Finding(message=w, code="OVERSIZED_RECORD") for w in j.warnings]
+    warnings = [Finding(message=w, code=FindingCode.OVERSIZED_RECORD) for w in j.warnings]
     if len(j.outputs) > 1:
         warnings.append(Finding(
-            file=str(ctx.partition_dir / ctx.log_name), code="SEGMENT_SPLIT",
+            file=str(ctx.partition_dir / ctx.log_name), code=FindingCode.SEGMENT_SPLIT,
             message=f"split into {len(j.outputs)} segments ("
                     + ", ".join(o.files[0] for o in j.outputs) + ") to respect segment.bytes / int32 offsets"))
     repairs = ctx.params.index_repairs
     if repairs:
         warnings.append(Finding(
-            file=str(ctx.partition_dir / ctx.log_name), code="INDEX_REBUILT",
+            file=str(ctx.partition_dir / ctx.log_name), code=FindingCode.INDEX_REBUILT,
             message="offset and time index rebuilt with Kafka's rules (the originals are in the backup): "
                     + "; ".join(repairs)))
     if j.split_batches:
-        warnings.append(Finding(code="BATCH_SPLIT", message=f"{j.split_batches} converted batch(es) above "
+        warnings.append(Finding(code=FindingCode.BATCH_SPLIT, message=f"{j.split_batches} converted batch(es) above "
                                 f"max.message.bytes ({ctx.options.max_message_bytes}) split"))
     # With stamping the timestamps change on purpose: the content digest is the proof then.
     return UnitResult(
@@ -185,7 +185,7 @@ def run_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
             ur.digest_algorithm = j.digest_before.algorithm  # finished by a kmigrate that did not name it
         return ctx.result(ur)
     if j is not None and j.state in (JournalState.ROLLING_BACK, JournalState.ROLLED_BACK):
-        return ctx.failed("the unit was rolled back; start a new run to upgrade it again", code="ROLLED_BACK")
+        return ctx.failed("the unit was rolled back; start a new run to upgrade it again", code=FindingCode.ROLLED_BACK)
     if j is not None and j.state is JournalState.CLEANED:
         outcome = _resume_replace(ctx, j)
         if outcome == "finished":
@@ -194,7 +194,7 @@ def run_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
             return ctx.failed("the segment changed since this run started (neither the original nor the "
                               "rewritten segment is in place); nothing replaced. Restore the originals with: "
                               f"kmigrate rollback {ctx.run_id}; then start a new run",
-                              file=str(ctx.partition_dir / ctx.log_name), code="SEGMENT_CHANGED")
+                              file=str(ctx.partition_dir / ctx.log_name), code=FindingCode.SEGMENT_CHANGED)
     return _fresh(ctx, j)
 
 
@@ -205,7 +205,7 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
     remove_cleaned_in_range(pdir, ctx.base_offset, ctx.next_base_offset)
     log = pdir / ctx.log_name
     if not log.exists():
-        return ctx.failed("segment file is missing", file=str(log), code="SEGMENT_MISSING")
+        return ctx.failed("segment file is missing", file=str(log), code=FindingCode.SEGMENT_MISSING)
     prefix = names.filename_prefix_from_offset(ctx.base_offset)
     files = [prefix + s for s in names.SEGMENT_FILE_SUFFIXES if (pdir / (prefix + s)).exists()]
     u = ctx.unit
@@ -219,7 +219,7 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
     if (previous is not None or earlier) and not original_log.matches(log):
         return ctx.failed("the segment changed since its backup; nothing replaced. Restore the originals "
                           f"with: kmigrate rollback {ctx.run_id}; then start a new run", file=str(log),
-                          code="SEGMENT_CHANGED")
+                          code=FindingCode.SEGMENT_CHANGED)
     fault_point("backup")
     j = UnitJournal(unit_id=ctx.unit.id, partition_dir=str(pdir), log_file=ctx.log_name,
                     base_offset=ctx.base_offset, state=JournalState.STARTED, originals=ub.files,
@@ -245,14 +245,14 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
         j.error = exc.to_dict()
         save_journal(ctx.run_dir, j)
         return ctx.failed(f"corrupt input, segment not rewritten: {exc.message}", file=exc.path or str(log),
-                          position=exc.position, code="CORRUPT_SEGMENT")
+                          position=exc.position, code=FindingCode.CORRUPT_SEGMENT)
     if not after.matches(rr.digest_before, timestamps=not opts.stamp_v0_with_mtime):
         remove_staged(pdir, [n for o in rr.outputs for n in o.files])
         j.state = JournalState.FAILED
         j.error = {"message": "record digest of the rewritten segment differs from the original"}
         save_journal(ctx.run_dir, j)
         return ctx.failed("record digest of the rewritten segment differs from the original; nothing replaced",
-                          file=str(log), code="DIGEST_MISMATCH")
+                          file=str(log), code=FindingCode.DIGEST_MISMATCH)
     # The journal may say "cleaned" only once the .cleaned names are durable: a power cut could
     # otherwise keep the journal and lose an index's .cleaned name, and the resume would swap
     # the new .log in beside the original index (docs/architecture.md, "Durability").
@@ -337,7 +337,7 @@ def rollback_unit(unit: Unit, options: dict[str, Any], *, settled: list[str] | N
     if ub is None:
         if j is not None and j.state not in (JournalState.STARTED, JournalState.FAILED, JournalState.ROLLED_BACK):
             return ctx.failed("no backup manifest for this unit; its originals cannot be restored",
-                              code="BACKUP_INVALID")
+                              code=FindingCode.BACKUP_INVALID)
         # never backed up, so never replaced: drop what an interrupted rewrite left
         remove_cleaned_in_range(pdir, ctx.base_offset, end)
         return ctx.result(skipped)
@@ -361,7 +361,7 @@ def rollback_unit(unit: Unit, options: dict[str, Any], *, settled: list[str] | N
             return ctx.result(_rolled_back(ctx, j, notes) if j.outputs or notes else skipped)
         problems = verify_backup(ub)
         if problems:
-            return ctx.failed("backup unusable: " + "; ".join(problems), code="BACKUP_INVALID")
+            return ctx.failed("backup unusable: " + "; ".join(problems), code=FindingCode.BACKUP_INVALID)
         # ours: originals as backed up, and output segments whose .log is as this run wrote it
         # (their indexes are derived from it); anything else is kept before it is replaced
         ours = {f.name for f in j.originals if f.matches(pdir / f.name)}
@@ -399,7 +399,7 @@ def _rolled_back(ctx: UnitContext, j: UnitJournal, notes: list[str]) -> UnitResu
                       input_format=",".join(sorted({k for o in j.outputs for k in o.bytes_by_magic})) or None,
                       output_format=",".join(sorted(j.bytes_by_magic_before)) or None,
                       duration_s=time.monotonic() - ctx.started,
-                      warnings=[Finding(message=n, code="ROLLBACK_REPAIR") for n in notes])
+                      warnings=[Finding(message=n, code=FindingCode.ROLLBACK_REPAIR) for n in notes])
 
 
 def epoch_backup_dir(backup_root: str, run_id: str) -> Path:
@@ -421,7 +421,7 @@ def run_epoch_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
         ur = UnitResult(unit=path.name, unit_type=UnitType.FILE, path=str(path), status=UnitStatus.FAILED,
                         duration_s=time.monotonic() - started,
                         errors=[Finding(file=str(path), message=f"leader epoch not assigned: {exc}",
-                                        code="LEADER_EPOCH_FAILED")])
+                                        code=FindingCode.LEADER_EPOCH_FAILED)])
         return {**base, "status": "failed", "unit_result": ur.model_dump(mode="json")}
     ur = UnitResult(unit=path.name, unit_type=UnitType.FILE, path=str(path),
                     status=UnitStatus.OK if a is not None else UnitStatus.SKIPPED,

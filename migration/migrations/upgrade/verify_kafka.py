@@ -168,9 +168,9 @@ def verify_run(report: RunReport, dist: KafkaDistribution) -> Verification:
             if not files:
                 result.problems.append(f"{topic}-{partition} {u.unit}: no rewritten segment at {u.path}")
                 continue
-            units.append((topic, partition, u, files))
+            units.append((topic, partition, u, u.offsets, files))
     dumped = dump_segments(dist, [f for *_, files in units for f in files])
-    for topic, partition, u, files in units:
+    for topic, partition, u, offsets, files in units:
         where = f"{topic}-{partition} {u.unit}"
         batches, records = [], []
         for f in files:
@@ -199,9 +199,9 @@ def verify_run(report: RunReport, dist: KafkaDistribution) -> Verification:
         if u.records_after is not None and len(records) != u.records_after:
             result.problems.append(f"{where}: kafka-dump-log reads {len(records)} records, the report says "
                                    f"{u.records_after}")
-        if records and (records[0], records[-1]) != (u.offsets.first, u.offsets.last):
+        if records and (records[0], records[-1]) != (offsets.first, offsets.last):
             result.problems.append(f"{where}: kafka-dump-log reads offsets {records[0]}..{records[-1]}, the report "
-                                   f"says {u.offsets.first}..{u.offsets.last}")
+                                   f"says {offsets.first}..{offsets.last}")
         if any(b <= a for a, b in zip(records, records[1:], strict=False)):
             result.problems.append(f"{where}: offsets do not increase in kafka-dump-log's reading")
     return result
