@@ -212,6 +212,7 @@ def validate(
         print(res.model_dump_json(indent=1))
     else:
         for f in res.findings:
+            assert f.severity is not None  # the validator gives every finding its severity
             style = {"error": "red", "warning": "yellow", "info": "dim"}[f.severity]
             console.print(f"[{style}]{f}[/{style}]" if f.severity != "info" else str(f), highlight=False,
                           soft_wrap=True)

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, cast, get_args
 
 import typer
 from rich.console import Console
@@ -125,7 +125,7 @@ def _tidy(param: Any) -> None:
             label = f"{label or 'VALUE'}..."
         param.metavar = name
         param.__class__ = _Argument
-        param.type_label = label
+        cast(_Argument, param).type_label = label  # the class it was just given
 
 
 def tidy_help(command: Any) -> None:

@@ -5,9 +5,14 @@ from __future__ import annotations
 # Imports of the migrations sit inside the commands: start-up cost, measured (migration/cli/__init__.py).
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from migration.audit.store import RunSummary
 
 
 def report(
@@ -99,7 +104,7 @@ def report(
     raise typer.Exit(r.exit_code())
 
 
-def _print_runs(runs: list, console: object) -> None:
+def _print_runs(runs: list[RunSummary], console: Console) -> None:
     """``report --list``: the DAG runs' own reports, then the step and CLI runs, each under a
     header, newest first, with the time each started (UTC)."""
     dag_runs = [s for s in runs if s.steps]
@@ -107,11 +112,11 @@ def _print_runs(runs: list, console: object) -> None:
     for title, group in (("DAG runs (their merged reports)", dag_runs), ("runs (DAG steps and commands)", others)):
         if not group:
             continue
-        console.print(f"{title}:", markup=False, highlight=False)  # type: ignore[attr-defined]
-        console.print(f"  {'started (UTC)':19}  {'run id':64} {'kind':16} {'status':8} exit",  # type: ignore[attr-defined]
+        console.print(f"{title}:", markup=False, highlight=False)
+        console.print(f"  {'started (UTC)':19}  {'run id':64} {'kind':16} {'status':8} exit",
                       markup=False, highlight=False)
         for s in sorted(group, key=lambda s: s.started_at, reverse=True):
-            console.print(f"  {s.started_at:%Y-%m-%d %H:%M:%S}  {s.run_id:64} {s.kind:16} {s.status:8} "  # type: ignore[attr-defined]
+            console.print(f"  {s.started_at:%Y-%m-%d %H:%M:%S}  {s.run_id:64} {s.kind:16} {s.status:8} "
                           f"{s.exit_code}", markup=False, highlight=False)
 
 
@@ -155,7 +160,7 @@ def sessions(
             raise usage_error("sessions", str(exc)) from None
         except SQLAlchemyError as exc:
             err_console.print(f"kmigrate sessions: session store {shown}: {type(exc).__name__}: "
-                              f"{str(exc.orig if getattr(exc, 'orig', None) else exc).splitlines()[0]}",
+                              f"{str(getattr(exc, 'orig', None) or exc).splitlines()[0]}",
                               markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_PROBLEMS) from None
     if as_json:

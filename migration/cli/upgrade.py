@@ -113,7 +113,7 @@ def upgrade(
             f"run {run_id}; if it is interrupted, resume it with: "
             f"{resume_command([str(d.resolve()) for d in log_dirs], to.value, run_id)} "
             f"or roll it back with: kmigrate rollback {run_id}", highlight=False, soft_wrap=True)
-    options = UpgradeOptions(target=to.value, stamp_v0_with_mtime=stamp_v0_with_mtime, force=force,
+    options = UpgradeOptions(target=to, stamp_v0_with_mtime=stamp_v0_with_mtime, force=force,
                              dry_run=dry_run, backup_root=str(backup_root) if backup_root else None,
                              segment_bytes=segment_bytes, max_message_bytes=max_message_bytes,
                              assign_leader_epoch=assign_leader_epoch,

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -270,7 +271,7 @@ def _tiered(sc, logs: Path) -> list[str]:
         console.print(f"(the commands below need this S3 server, which stops at the end of the demo: "
                       f"moto_server -H 127.0.0.1 -p {port} and a bucket {DEMO_BUCKET} bring one back)",
                       highlight=False, soft_wrap=True, markup=False)
-        base = {"cluster": str(sc.description_path), "bucket": DEMO_BUCKET, "prefix": TIER_PREFIX}
+        base: dict[str, Any] = {"cluster": str(sc.description_path), "bucket": DEMO_BUCKET, "prefix": TIER_PREFIX}
         for i, (label, conf) in enumerate([
             ("scheduled run 1 (everything dirty)", base),
             ("scheduled run 2 (nothing changed: no Spark job)", base),

@@ -30,6 +30,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from migration.formats import names
 from migration.formats.checkpoint_files import (
@@ -136,7 +137,7 @@ class PartitionWriter:
         self.segment_bytes = segment_bytes
         path.mkdir(parents=True, exist_ok=True)
         self.segments: list[tuple[int, Path, int]] = []  # base offset, log path, size
-        self._file = None
+        self._file: BinaryIO | None = None
         self._size = 0
         self._base = 0
         self._max_ts = -1
@@ -215,11 +216,11 @@ def _legacy_stream(kind: str, n: int, rng: random.Random, vals: _Values, start_m
                 data = build_wrapper(recs, magic=1, compression=codec, timestamp_type=TimestampType.LOG_APPEND_TIME,
                                      log_append_time=append_time)
             else:  # validated in place: only the wrapper's attributes, timestamp and CRC change
-                data = bytearray(build_wrapper(recs, magic=1, compression=codec))
-                data[17] |= 0x08
-                struct.pack_into(">q", data, 18, append_time)
-                struct.pack_into(">I", data, 12, zlib.crc32(memoryview(data)[16:]))
-                data = bytes(data)
+                buf = bytearray(build_wrapper(recs, magic=1, compression=codec))
+                buf[17] |= 0x08
+                struct.pack_into(">q", buf, 18, append_time)
+                struct.pack_into(">I", buf, 12, zlib.crc32(memoryview(buf)[16:]))
+                data = bytes(buf)
             yield data, offset, offset + k, append_time // 1000
             offset += k
             continue
@@ -312,9 +313,9 @@ def build_sample_cluster(out: str | os.PathLike[str], *, brokers: int = 3, scale
         d.mkdir(parents=True)
     topic_ids = {t.name: Uuid.from_bytes(rng.randbytes(16)).to_string() for t in TOPICS}
     # Kafka never hands out ids whose string starts with '-': re-roll those.
-    for t in topic_ids:
-        while topic_ids[t].startswith("-"):
-            topic_ids[t] = Uuid.from_bytes(rng.randbytes(16)).to_string()
+    for topic in topic_ids:
+        while topic_ids[topic].startswith("-"):
+            topic_ids[topic] = Uuid.from_bytes(rng.randbytes(16)).to_string()
 
     placement: dict[int, list[tuple[TopicSpec, int]]] = {b: [] for b in broker_dirs}
     i = 0

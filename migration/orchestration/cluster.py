@@ -13,9 +13,13 @@ from pydantic import BaseModel, Field, model_validator
 Role = Literal["broker", "controller"]
 
 
+def _broker() -> list[Role]:
+    return ["broker"]
+
+
 class NodeSpec(BaseModel):
     id: int
-    roles: list[Role] = Field(default_factory=lambda: ["broker"])
+    roles: list[Role] = Field(default_factory=_broker)
     log_dirs: list[str] = Field(default_factory=list)
     metadata_log_dir: str | None = None
     queue: str | None = Field(default=None, description="Airflow queue for this node's tasks (Celery)")
@@ -39,9 +43,13 @@ class NodeSpec(BaseModel):
 Migration = Literal["upgrade", "tier"]
 
 
+def _all_migrations() -> list[Migration]:
+    return ["upgrade", "tier"]
+
+
 class TopicExclusion(BaseModel):
     topic: str = Field(min_length=1)
-    migrations: list[Migration] = Field(default_factory=lambda: ["upgrade", "tier"])
+    migrations: list[Migration] = Field(default_factory=_all_migrations)
     reason: str = "excluded by the operator"
 
     @model_validator(mode="before")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -87,7 +87,9 @@ def check_spark_connection(desc: ClusterDescription, *, conn_id: str = SPARK_CON
     ``spark_default`` (the provider falls back to YARN) or one whose master is YARN while the
     cluster description does not say ``spark_on_yarn: true`` raises :class:`SparkConnectionError`."""
     if lookup is None:
-        from migration.runtime.airflow_adapter import find_connection as lookup
+        from migration.runtime.airflow_adapter import find_connection
+
+        lookup = find_connection
     conn = lookup(conn_id)
     if conn is None:
         raise SparkConnectionError(f"Airflow connection {conn_id} is missing (the Spark provider would submit to "
@@ -165,7 +167,7 @@ def spark_env() -> dict[str, str]:
 
 def merge_reports(kind: RunKind | str, run_ids: list[str], *, run_id: str, params: dict[str, Any],
                   dag_id: str | None = None, dag_run_id: str | None = None,
-                  store: ReportStore | None = None, also_failed: list[str] = ()) -> RunReport:
+                  store: ReportStore | None = None, also_failed: Sequence[str] = ()) -> RunReport:
     """The DAG run's report (``audit.merge.merge_reports``), each step whose Spark job failed
     before its report was written explained by what its operator left (:class:`StepFailure`),
     and so the steps of ``also_failed`` (not merged: a preflight) when theirs failed."""

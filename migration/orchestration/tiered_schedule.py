@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from migration.audit.model import RunKind, RunReport
+from migration.audit.model import FindingCode, RunKind, RunReport
 from migration.audit.store import ReportStore
 from migration.formats import names
 from migration.migrations.tier import layout
@@ -178,7 +178,8 @@ def finish(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, An
                 budget = ", ".join(f"{k} {v}" for k, v in (("budget_bytes", params_of(raw).budget_bytes),
                                                            ("budget_segments", params_of(raw).budget_segments)) if v)
                 report.warn(f"broker {broker_id}: {len(plan.deferred)} changed partition(s) outside this run's budget "
-                            f"({budget or 'none set'}): left for the next runs, in turn", code="OUTSIDE_BUDGET")
+                            f"({budget or 'none set'}): left for the next runs, in turn",
+                            code=FindingCode.OUTSIDE_BUDGET)
         report.finish()
         ReportStore().save(report)
     committed = finish_incremental(rid, report)

@@ -136,7 +136,7 @@ def _time_preflight(report: RunReport, rd: RunDir) -> None:
     durations = {r.get("unit_id"): r.get("duration_s") for r in rd.read_results()}
     by_path = {u.path: durations.get(u.id) for u in units}
     for ur in report.iter_results():
-        if ur.duration_s is None and isinstance(by_path.get(ur.path), int | float):
+        if ur.duration_s is None and ur.path is not None and isinstance(by_path.get(ur.path), int | float):
             ur.duration_s = by_path[ur.path]
 
 
