@@ -42,6 +42,7 @@ KEYS: dict[str, str] = {
     "sessions": r"^plan a run, nothing dirty",
     "core-mb-s": r"^compiled record core: deep validation, uncompressed v2, one core$",
     "core-x-python": r"^compiled record core: deep validation, uncompressed v2$",
+    "small-partitions": r"^upgrade --to v2 of \d+ small legacy partitions .*, Spark local\[2\], session started",
 }
 
 

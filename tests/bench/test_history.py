@@ -95,6 +95,8 @@ def test_every_target_of_bench_run_has_a_key() -> None:
         "plan a run, nothing dirty, 10000 partitions (fingerprints + begin_run)": "sessions",
         "compiled record core: deep validation, uncompressed v2": "core-x-python",
         "compiled record core: deep validation, uncompressed v2, one core": "core-mb-s",
+        "upgrade --to v2 of 500 small legacy partitions (3 segments of ~60 KB), Spark local[2], session started "
+        "before": "small-partitions",
     }
     assert {n: history.target_key(n) for n in names} == names
     assert set(names.values()) == set(history.KEYS)
