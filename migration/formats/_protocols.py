@@ -25,6 +25,12 @@ ScanEntry = tuple[int, int, int, int, int, int, int]
 Span = tuple[int, int] | tuple[()]
 
 
+class CrcFunction(Protocol):
+    """A CRC of ``data``, continuing ``value`` (0: from the start)."""
+
+    def __call__(self, data: Buffer, value: int = 0, /) -> int: ...
+
+
 class CrcKernels(Protocol):
     def crc32(self, data: Buffer, value: int = 0, /) -> int: ...
 

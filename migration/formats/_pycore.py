@@ -132,7 +132,7 @@ def scan_inner(data: bytes, magic: int, wrapper_offset: int, lat: int | None) ->
         base = wrapper_offset - out[-1][0]
         if base < 0:
             return None
-        out = [(base + e[0], *e[1:]) for e in out]  # type: ignore[misc]
+        out = [(base + e[0], *e[1:]) for e in out]
     prev = -1
     for e in out:
         if e[0] <= prev:
@@ -345,7 +345,7 @@ def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | memoryvi
     """One v2 record (docs/formats.md §2.4), its length varint first."""
     table = VARINT_TABLE
     small = TABLE_MAX - 1
-    parts = [
+    parts: list[bytes | memoryview] = [
         b"\x00",
         table[timestamp_delta + 1] if -1 <= timestamp_delta < small else encode_varint(timestamp_delta),
         table[offset_delta + 1] if -1 <= offset_delta < small else encode_varint(offset_delta),

@@ -40,7 +40,7 @@ import threading
 import types
 import zlib
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 import cramjam
 import xxhash
@@ -53,12 +53,12 @@ try:
     import isal
     from isal import isal_zlib
 except ImportError:  # no wheel for this platform: zlib reads gzip
-    isal = None  # type: ignore[assignment]
-    isal_zlib = None  # type: ignore[assignment]
+    isal = None  # type: ignore[assignment]  # a module or None: what uses it is chosen only when it is there
+    isal_zlib = None  # type: ignore[assignment]  # a module or None: what uses it is chosen only when it is there
 try:
     import deflate
 except ImportError:  # no wheel for this platform: zlib writes gzip
-    deflate = None  # type: ignore[assignment]
+    deflate = None  # type: ignore[assignment]  # a module or None: what uses it is chosen only when it is there
 
 Data = bytes | memoryview
 
@@ -121,8 +121,11 @@ def check_codec(codec: int, magic: int, position: int | None = None) -> Compress
 class _Inflater(Protocol):
     """What zlib's and isal_zlib's ``decompressobj`` return (the part used here)."""
 
-    eof: bool
-    unused_data: bytes
+    @property
+    def eof(self) -> bool: ...
+
+    @property
+    def unused_data(self) -> bytes: ...
 
     def decompress(self, data: Data, /) -> bytes: ...
 
@@ -178,7 +181,8 @@ def _gzip_reader(decompressobj: Callable[[int], _Inflater], error: type[Exceptio
 
 
 gzip_decompress_zlib = _gzip_reader(zlib.decompressobj, zlib.error)
-gzip_decompress_isal = None if isal_zlib is None else _gzip_reader(isal_zlib.decompressobj, isal_zlib.error)
+gzip_decompress_isal = None if isal_zlib is None else _gzip_reader(
+    isal_zlib.decompressobj, isal_zlib.error)  # type: ignore[arg-type]  # isal's stub types the class error as an instance
 
 # The Python pair, chosen once at import: the fastest importable (the compiled core's gzip pair
 # falls back to these two names, looked up at each call: tests swap them).
@@ -301,8 +305,8 @@ _lz4_buffers = threading.local()
 def _lz4_scratch(size: int) -> memoryview:
     """``size`` bytes exactly: a block that inflates to more than the frame's maximum must fail."""
     if size == LZ4_BLOCK_SIZE:  # Kafka's frames: their own buffer, looked up inline by the callers
-        _lz4_buffers.kafka = memoryview(bytearray(size))
-        return _lz4_buffers.kafka
+        kafka = _lz4_buffers.kafka = memoryview(bytearray(size))
+        return kafka
     view: memoryview = getattr(_lz4_buffers, "other", None) or memoryview(b"")
     if len(view) < size:
         view = _lz4_buffers.other = memoryview(bytearray(size))
@@ -475,7 +479,7 @@ lz4_compress: Callable[[Data, int], bytes]
 
 def _active_codec(name: str) -> property:
     def get(_module: types.ModuleType) -> Callable[..., bytes]:
-        return getattr(_active, name)  # type: ignore[no-any-return]
+        return cast(Callable[..., bytes], getattr(_active, name))  # a Codecs field: a codec function
 
     def put(_module: types.ModuleType, function: Callable[..., bytes]) -> None:
         setattr(_active, name, function)

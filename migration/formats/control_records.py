@@ -223,7 +223,7 @@ def _body_version(schema: MessageSchema, ctype: ControlRecordType, value: bytes 
     # field names the schema version it was written at, so use it when this schema knows
     # it (a v1 LeaderChangeMessage then reads right); otherwise fall back to Kafka's choice.
     if len(value) >= _VERSION_FIELD.size:
-        stated = _VERSION_FIELD.unpack_from(value, 0)[0]
+        stated: int = _VERSION_FIELD.unpack_from(value, 0)[0]
         if stated in schema.valid_versions:
             return stated
     return CURRENT_CONTROL_VALUE_VERSIONS[ctype]

@@ -38,6 +38,7 @@ from migration.formats import compression as codecs
 from migration.formats._protocols import (
     Buffer,
     CompressionKernels,
+    CrcFunction,
     CrcKernels,
     LegacyKernels,
     RecordBatchKernels,
@@ -59,8 +60,8 @@ class RecordCore:
     functions and, compiled only, its segment walker class."""
 
     name: str
-    crc32: Callable[[Buffer, int], int]
-    crc32c: Callable[[Buffer, int], int]
+    crc32: CrcFunction
+    crc32c: CrcFunction
     scan_inner: Callable[[Buffer, int, int, int | None], list[ScanEntry] | None]
     legacy_digest: Callable[[Buffer, Sequence[ScanEntry], list[bytes | memoryview], list[int]], None]
     v0_entry_to_v1: Callable[[Buffer, int, int, int, int], bytes]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 from migration.formats.errors import CorruptRecordError, KafkaFormatError, TruncatedError
@@ -110,7 +110,8 @@ class FileRecords:
         self.valid_bytes = 0
         self.trailing_bytes = 0
 
-    def batches(self, start: int = 0, end: int | None = None, *, skip: Skip | None = None) -> Iterator[Batch]:
+    def batches(self, start: int = 0, end: int | None = None, *, skip: Skip | None = None
+                ) -> Generator[Batch, None, None]:
         """Yield batches from byte ``start`` (a batch boundary) to ``end`` (default: file end).
 
         ``skip`` (the compiled record core's :class:`SegmentWalker`) is offered the buffer

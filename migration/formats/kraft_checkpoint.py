@@ -35,10 +35,10 @@ from migration.formats.control_records import (
 from migration.formats.errors import CorruptCheckpointError, KafkaFormatError
 from migration.formats.file_records import iterate_batches
 from migration.formats.fileio import durable_replace
-from migration.formats.layout import MAGIC_OFFSET
+from migration.formats.layout import MAGIC_OFFSET, RECORD_BATCH_OVERHEAD
 from migration.formats.metadata_records import MetadataRecord, decode_metadata_record
-from migration.formats.model import MAGIC_V2, Compression, Record
-from migration.formats.record_batch import RECORD_BATCH_OVERHEAD, RecordBatch, build_record_batch, encode_record
+from migration.formats.model import Compression, Record
+from migration.formats.record_batch import RecordBatch, build_record_batch, encode_record
 
 KRAFT_MAX_BATCH_BYTES = 8 * 1024 * 1024
 
@@ -86,14 +86,14 @@ def read_checkpoint(data: bytes | memoryview, *, path: str | os.PathLike[str] | 
     p = None if path is None else str(path)
     batches: list[RecordBatch] = []
     for b in iterate_batches(data, path=p, strict=True):
-        if b.magic != MAGIC_V2:
+        if not isinstance(b, RecordBatch):  # a v0/v1 entry (LegacyBatch)
             raise CorruptCheckpointError("checkpoint batch is not a v2 record batch", path=p,
                                          position=b.position + MAGIC_OFFSET, expected=2, found=b.magic)
         try:
             b.ensure_valid()
         except KafkaFormatError as exc:
             raise exc.located(p) from None
-        batches.append(b)  # type: ignore[arg-type]
+        batches.append(b)
     if not batches:
         raise CorruptCheckpointError("checkpoint holds no batch", path=p, position=0, expected="a header batch")
     contents = CheckpointContents(path=p, header={}, size=len(data))

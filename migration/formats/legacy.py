@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from migration.formats import compression as codecs
 from migration.formats import core
-from migration.formats._pycore import ScanEntry
+from migration.formats._pycore import ScanEntry as ScanEntry  # public: what scan() lists
 from migration.formats.errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, UnsupportedCodecError
 from migration.formats.layout import (
     KEY_SIZE_LENGTH,
@@ -105,6 +105,16 @@ class LegacyBatch:
         "_inner",
         "_scan",
     )
+    _buf: memoryview
+    _at: int
+    position: int
+    # the entry's head, as read by _ENTRY_HEAD, and its timestamp (v1; NO_TIMESTAMP for v0)
+    offset: int
+    size: int
+    crc: int
+    magic: int
+    attributes: int
+    timestamp: int
 
     def __init__(self, buf: memoryview, at: int, position: int) -> None:
         self._buf = buf
@@ -522,10 +532,12 @@ def build_wrapper(
     if compression is Compression.ZSTD:
         raise UnsupportedCodecError("zstd is not allowed below magic 2", found="zstd")
     base = records[0].offset
-    lat = magic == MAGIC_V1 and timestamp_type is TimestampType.LOG_APPEND_TIME
-    if lat and log_append_time is None:
-        raise ValueError("a LogAppendTime wrapper needs its append time")
-    inner_attr = ATTRIBUTE_TIMESTAMP_TYPE_MASK if lat else 0
+    stamp: int | None = None  # LogAppendTime (v1): the wrapper's append time, also its messages'
+    if magic == MAGIC_V1 and timestamp_type is TimestampType.LOG_APPEND_TIME:
+        if log_append_time is None:
+            raise ValueError("a LogAppendTime wrapper needs its append time")
+        stamp = log_append_time
+    inner_attr = ATTRIBUTE_TIMESTAMP_TYPE_MASK if stamp is not None else 0
     parts = []
     prev = None
     max_ts = NO_TIMESTAMP
@@ -534,13 +546,13 @@ def build_wrapper(
             raise ValueError("record offsets must increase inside a wrapper")
         prev = r.offset
         rel = r.offset if magic == MAGIC_V0 else r.offset - base
-        ts = NO_TIMESTAMP if magic == MAGIC_V0 else (log_append_time if lat else r.timestamp)
+        ts = NO_TIMESTAMP if magic == MAGIC_V0 else (stamp if stamp is not None else r.timestamp)
         if ts > max_ts:
             max_ts = ts
         parts.append(encode_message(rel, magic, inner_attr, ts, r.key, r.value))
     payload = codecs.compress(compression, b"".join(parts), magic)
     attributes = int(compression) | inner_attr
-    wrapper_ts = log_append_time if lat else max_ts
+    wrapper_ts = stamp if stamp is not None else max_ts
     return encode_message(
         records[-1].offset,
         magic,

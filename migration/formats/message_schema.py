@@ -570,8 +570,8 @@ class _StructCodec(_Codec):
             values[name], pos = codec.read(buf, pos, end)
         if not self.flexible:
             return values, pos
-        for slot in self.tagged.values():
-            values[slot.name] = slot.default()
+        for tagged in self.tagged.values():
+            values[tagged.name] = tagged.default()
         count, pos = read_unsigned_varint(buf, pos, end, f"{self.path} tagged field count")
         unknown: list[tuple[int, bytes]] = []
         for _ in range(count):
@@ -615,14 +615,14 @@ class _StructCodec(_Codec):
         extra = value.keys() - self.known
         if extra:
             raise SchemaError(f"{self.path}: unknown field(s) {sorted(extra)}", expected=sorted(self.known))
-        for slot in self.absent:
-            if slot.name in value and not slot.ignorable:
+        for absent in self.absent:
+            if absent.name in value and not absent.ignorable:
                 payload = bytearray()
-                slot.check.write(payload, value[slot.name])
-                if payload != slot.default_payload:
+                absent.check.write(payload, value[absent.name])
+                if payload != absent.default_payload:
                     raise SchemaError(
-                        f"{self.path}: non-default value for {slot.name}, which this version does not have",
-                        found=value[slot.name],
+                        f"{self.path}: non-default value for {absent.name}, which this version does not have",
+                        found=value[absent.name],
                     )
         for name, codec in self.regular:
             codec.write(out, value[name] if name in value else self.defaults[name]())
@@ -647,10 +647,10 @@ class _StructCodec(_Codec):
             if a == b:
                 raise SchemaError(f"{self.path}: tag {a} written twice")
         write_unsigned_varint(out, len(sections))
-        for tag, payload in sections:
+        for tag, section in sections:
             write_unsigned_varint(out, tag)
-            write_unsigned_varint(out, len(payload))
-            out += payload
+            write_unsigned_varint(out, len(section))
+            out += section
 
 
 def _parse_int_default(text: str) -> int:

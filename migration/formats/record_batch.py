@@ -31,6 +31,7 @@ from collections.abc import Iterator, Sequence
 
 from migration.formats import compression as codecs
 from migration.formats import core
+from migration.formats._protocols import Buffer
 from migration.formats._pycore import SAFE_DELTA
 from migration.formats._pycore import encode_record as encode_record  # public here, one definition
 from migration.formats.digest import key_value_tail, record_head
@@ -103,6 +104,23 @@ class RecordBatch:
         "base_sequence",
         "records_count",
     )
+    _buf: memoryview
+    _at: int
+    position: int
+    # the header's fields, as read by _HEADER
+    base_offset: int
+    length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
 
     def __init__(self, buf: memoryview, at: int, position: int) -> None:
         self._buf = buf
@@ -259,6 +277,7 @@ class RecordBatch:
         n0 = len(parts)
         s0 = len(stamps)
         lat = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
+        buf: Buffer
         if self.is_compressed:
             data = self.records_payload()
             buf, start, end = data, 0, len(data)
@@ -284,6 +303,7 @@ class RecordBatch:
         """The record walk of :meth:`digest_parts` without its output, for deep validation:
         the same (first, last) offsets (None for no records) and the same errors; on success
         the batch holds ``records_count`` records."""
+        buf: Buffer
         if self.is_compressed:
             data = self.records_payload()
             buf, start, end = data, 0, len(data)

@@ -39,7 +39,7 @@ import bisect
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -47,13 +47,14 @@ from migration.formats import core, names
 from migration.formats._protocols import SegmentWalker
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 from migration.formats.errors import KafkaFormatError
-from migration.formats.file_records import FileRecords
+from migration.formats.file_records import Batch, FileRecords
 from migration.formats.index_file import IndexFile
 from migration.formats.layout import PARTITION_LEADER_EPOCH_OFFSET
 from migration.formats.model import MAGIC_V2, NO_PARTITION_LEADER_EPOCH
 from migration.formats.offset_index import OffsetIndex
 from migration.formats.partition_metadata import PartitionMetadataFile
 from migration.formats.producer_snapshot import ProducerSnapshot
+from migration.formats.record_batch import RecordBatch
 from migration.formats.time_index import TimeIndex
 from migration.formats.transaction_index import TransactionIndex
 from migration.logdir.findings import Finding, FindingCode, Severity
@@ -129,7 +130,7 @@ class WalkerObserver(Protocol):
     walker judge runs of batches: the walker's duties for it (``core.segment_walker``'s keyword
     arguments, or None for no walker), and what it takes from the walker at the end."""
 
-    def __call__(self, batch: Any, /) -> None: ...
+    def __call__(self, batch: Batch, /) -> None: ...
 
     @property
     def walker_duties(self) -> dict[str, int] | None: ...
@@ -144,7 +145,7 @@ def validate_segment(
     deep: bool = True,
     result: ValidationResult | None = None,
     partition: str | None = None,
-    on_batch: Callable[[object], None] | None = None,
+    on_batch: Callable[[Batch], None] | None = None,
     leader_epochs: list[tuple[int, int]] | None = None,
 ) -> tuple[ValidationResult, SegmentSummary]:
     """Validate one segment and its companions (index, time index, transaction index), in one
@@ -197,7 +198,7 @@ def validate_segment(
             try:
                 b.ensure_valid()
                 if deep:
-                    if b.magic == MAGIC_V2:
+                    if isinstance(b, RecordBatch):  # magic 2 (v0/v1 entries are LegacyBatch)
                         # Decodes and checks every record as records() does, without building
                         # Record objects (the digest's walk without its output).
                         span = b.check_records()
@@ -219,10 +220,10 @@ def validate_segment(
             for code, message in batch_offset_problems(first, last, prev_last, base, next_base_offset, span):
                 res.add("error", code, log_path, message, position=pos, partition=partition)
             prev_last = max(prev_last, last)
-            if leader_epochs and b.magic == MAGIC_V2:
+            if leader_epochs and isinstance(b, RecordBatch):
                 # The epoch field is outside the CRC: the leader-epoch cache, built from these
                 # same batches, is the only cross-check Kafka leaves us.
-                k = bisect.bisect_right(epoch_starts, first) - 1
+                k = bisect.bisect_right(epoch_starts, b.base_offset) - 1  # first, for a v2 batch
                 expected_epoch = leader_epochs[k][0] if k >= 0 else None
                 # A batch without an epoch (-1: written by a tool, or converted from v0/v1
                 # without one) is no conflict: Kafka's LogSegment.recover assigns epochs only
@@ -326,8 +327,8 @@ def _hand_back(walker: SegmentWalker, prev_last: int, max_ts: int, oi: int, ti: 
 IndexState = Literal["ok", "missing", "corrupt"]
 
 
-def _index_entries(index_type: type, path: Path, base: int, code: FindingCode, res: ValidationResult,
-                   partition: str | None) -> tuple[list[tuple[int, int]], IndexState]:
+def _index_entries(index_type: type[IndexFile] | type[TransactionIndex], path: Path, base: int, code: FindingCode,
+                   res: ValidationResult, partition: str | None) -> tuple[list[tuple[int, int]], IndexState]:
     """Read one index file with Kafka's sanity rules: its entries as plain tuples and
     ``"ok"``, or no entries and ``"missing"``, or ``"corrupt"`` (with a finding)."""
     if not path.exists():

@@ -47,7 +47,7 @@ from migration.formats.legacy import (
     v0_entries_to_v1,
 )
 from migration.formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP, Record, TimestampType
-from migration.formats.record_batch import build_record_batch, build_single_record_batch
+from migration.formats.record_batch import RecordBatch, build_record_batch, build_single_record_batch
 from migration.formats.transaction_index import TransactionIndex
 from migration.logdir.findings import FindingCode
 from migration.logdir.validate import batch_offset_problems
@@ -159,7 +159,7 @@ class Converter:
         spec = self.spec
         if b.magic >= spec.target_magic:
             # Already in (or above) the target format: the raw bytes, never decoded again.
-            first = b.base_offset if b.magic == MAGIC_V2 else b.scan()[1][0][0]  # type: ignore[union-attr]
+            first = b.base_offset if isinstance(b, RecordBatch) else b.scan()[1][0][0]
             yield Piece(b.raw_bytes(), first, b.last_offset, b.max_timestamp, b.magic)
             return
         assert isinstance(b, LegacyBatch)
@@ -196,7 +196,7 @@ class Converter:
         spec = self.spec
         if b.magic == MAGIC_V0:
             lat = spec.stamp_v0_ms is not None
-            ts = spec.stamp_v0_ms if lat else NO_TIMESTAMP
+            ts = spec.stamp_v0_ms if spec.stamp_v0_ms is not None else NO_TIMESTAMP
         else:
             lat = b.timestamp_type is TimestampType.LOG_APPEND_TIME
             ts = b.timestamp  # the wrapper's time (LogAppendTime) or the message's own
