@@ -20,7 +20,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 test fuzz bench: export KMIGRATE_HOME :=
 test fuzz: export XDG_STATE_HOME := $(CURDIR)/out/test-state
 
-.PHONY: all venv airflow-home kafka-tools system-tools test imports demo ui bench lint clean schemas fuzz
+.PHONY: all venv airflow-home kafka-tools system-tools test imports types demo ui bench lint clean schemas fuzz
 
 all: test
 
@@ -66,15 +66,19 @@ system-tools:
 	fi
 
 # The import contract (pyproject.toml [tool.importlinter]: the layers of docs/architecture.md)
-# runs first: a violation fails the suite.
+# and mypy (pyproject.toml [tool.mypy]: the package, strict on formats/ and logdir/) run first:
+# a violation or a type error fails the suite.
 # Two pytest-xdist workers, each taking the next test when it is free (TEST_WORKERS=0 runs the
 # suite in one process; tests/conftest.py says why the tests can run side by side).
 TEST_WORKERS ?= 2
-test: venv airflow-home imports kafka-tools system-tools
+test: venv airflow-home imports types kafka-tools system-tools
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 imports: venv
 	@out=$$($(VENV)/bin/lint-imports --no-cache 2>&1) || { echo "$$out"; exit 1; }; echo "$$out" | tail -n 1
+
+types: venv
+	@out=$$($(VENV)/bin/mypy 2>&1) || { echo "$$out"; exit 1; }; echo "$$out" | tail -n 1
 
 demo: venv airflow-home
 	$(PY) -m migration.demo $(DEMO_ARGS)
