@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from migration.audit.merge import merge_reports
 from migration.audit.model import RunReport, RunStatus, StepRef, UnitResult, UnitStatus
 from migration.audit.store import ReportStore
 from migration.audit.text import render_text
-from migration.audit.merge import merge_reports
 
 
 def test_merge_keeps_units_totals_and_the_steps_timelines(tmp_path, monkeypatch):

@@ -1190,6 +1190,23 @@ def python_script(code: str, path: str | os.PathLike[str]) -> list[str]:
     return [sys.executable, str(path)]
 
 
+def without_directory_fsyncs(script: str | os.PathLike[str], path: str | os.PathLike[str]) -> list[str]:
+    """argv running the Python ``script`` with every fsync of a directory made a no-op (its
+    entries then stay in the page cache): the build a power-loss test must find failing."""
+    code = (
+        "import os, runpy, stat, sys\n"
+        "real_fsync = os.fsync\n"
+        "def fsync(fd):\n"
+        "    if stat.S_ISDIR(os.fstat(fd).st_mode):\n"
+        "        return\n"
+        "    real_fsync(fd)\n"
+        "os.fsync = fsync\n"
+        f"sys.argv = [{str(script)!r}, *sys.argv[1:]]\n"
+        f"runpy.run_path({str(script)!r}, run_name='__main__')\n"
+    )
+    return python_script(code, path)
+
+
 # ------------------------------------------------------------------------------------- judging
 
 

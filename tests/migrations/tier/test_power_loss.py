@@ -18,7 +18,6 @@ import os
 import shutil
 import sys
 import tempfile
-import textwrap
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -124,18 +123,7 @@ def test_the_harness_finds_missing_directory_fsyncs(tier_run) -> None:
     states that fail (the ext4-ordered model cannot: it keeps entries without fsyncs)."""
     run = tier_run
     pl.materialize(run.recording.initial, run.root)
-    wrapper = textwrap.dedent(f"""
-        import os, runpy, stat, sys
-        real_fsync = os.fsync
-        def fsync(fd):
-            if stat.S_ISDIR(os.fstat(fd).st_mode):
-                return  # the directory's entries stay in the page cache
-            real_fsync(fd)
-        os.fsync = fsync
-        sys.argv = [{str(JOB)!r}, *sys.argv[1:]]
-        runpy.run_path({str(JOB)!r}, run_name="__main__")
-    """)
-    argv = pl.python_script(wrapper, run.scratch / "no_dir_fsync.py")
+    argv = pl.without_directory_fsyncs(JOB, run.scratch / "no_dir_fsync.py")
     rec = pl.record([*argv, *run.argv()], run.root, env=run.env, cwd=run.scratch)
     assert rec.returncode == 0, rec.stderr[-3000:]
     assert not [op for op in rec.ops if op.kind == "fsync" and rec.kind[op.inode] == "d"]

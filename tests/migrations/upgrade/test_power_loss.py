@@ -194,18 +194,7 @@ def test_the_harness_finds_missing_directory_fsyncs(inline_run) -> None:
     states that fail (the ext4-ordered model cannot: it keeps entries without fsyncs)."""
     run = inline_run
     pl.materialize(run.recording.initial, run.root)
-    wrapper = textwrap.dedent(f"""
-        import os, runpy, stat, sys
-        real_fsync = os.fsync
-        def fsync(fd):
-            if stat.S_ISDIR(os.fstat(fd).st_mode):
-                return  # the directory's entries stay in the page cache
-            real_fsync(fd)
-        os.fsync = fsync
-        sys.argv = [{str(CRASH_JOB)!r}, *sys.argv[1:]]
-        runpy.run_path({str(CRASH_JOB)!r}, run_name="__main__")
-    """)
-    argv = pl.python_script(wrapper, run.scratch / "no_dir_fsync.py")
+    argv = pl.without_directory_fsyncs(CRASH_JOB, run.scratch / "no_dir_fsync.py")
     rec = pl.record([*argv, RUN_ID, "v2", str(SEGMENT_BYTES), str(run.log_dir)], run.root, env=run.env,
                     cwd=run.scratch)
     assert rec.returncode == 0, rec.stderr[-3000:]
