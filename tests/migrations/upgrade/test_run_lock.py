@@ -67,10 +67,11 @@ def test_second_process_refused_then_killed_run_named_and_resumed(sample_cluster
         before = tree_state(log_dir)
         same_home = _kmigrate(["upgrade", str(log_dir), "--to", "v2", "--engine", "inline"], private_out)
         assert same_home.returncode == 3, same_home.stdout + same_home.stderr
-        assert "kmigrate run first" in same_home.stdout and f"pid {first.pid}" in same_home.stdout
+        # a refusal is one line on stderr (docs/operations.md), naming the holder and what to do
+        assert "kmigrate run first" in same_home.stderr and f"pid {first.pid}" in same_home.stderr
         other_home = _kmigrate(["upgrade", str(log_dir), "--to", "v2", "--engine", "inline"], tmp_path / "other")
         assert other_home.returncode == 3, other_home.stdout + other_home.stderr
-        assert f"another process holds the lock (pid {first.pid}" in other_home.stdout
+        assert f"another process holds the lock (pid {first.pid}" in other_home.stderr
         rollback_meanwhile = _kmigrate(["rollback", "first"], private_out)
         assert rollback_meanwhile.returncode == 3
         assert tree_state(log_dir) == before  # nothing changed by the refused processes
@@ -81,7 +82,7 @@ def test_second_process_refused_then_killed_run_named_and_resumed(sample_cluster
     # the next invocation finds the killed run and says what to type
     nxt = _kmigrate(["upgrade", str(log_dir), "--to", "v2", "--engine", "inline"], private_out)
     assert nxt.returncode == 3, nxt.stdout + nxt.stderr
-    text = " ".join(nxt.stdout.split())
+    text = " ".join((nxt.stdout + nxt.stderr).split())
     assert "run first (upgrade) was interrupted" in text and "kmigrate rollback first" in text
     assert "Traceback" not in nxt.stdout + nxt.stderr
     resume = re.search(r"resume it with: (kmigrate upgrade .*? --run-id first)", text)

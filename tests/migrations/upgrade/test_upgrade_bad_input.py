@@ -194,7 +194,7 @@ def test_cli_exit_codes(sample_cluster, tmp_path) -> None:
     (d / ".kafka_cleanshutdown").unlink()
     refused = subprocess.run([*run, "upgrade", str(d), "--to", "v2", "--engine", "inline"],
                              capture_output=True, text=True)
-    assert refused.returncode == 3 and "REFUSED" in refused.stdout
+    assert refused.returncode == 3 and "kmigrate upgrade: refused:" in refused.stderr, refused.stdout + refused.stderr
 
 
 @pytest.mark.parametrize("suffix", [".deleted", ".cleaned", ".swap"])
