@@ -40,6 +40,13 @@ class MigrationSparkJobOperator(SparkSubmitOperator):
         )
 
     def execute(self, context: Any) -> Any:
+        # The job's processes run outside this task's context: the connection the DAG names for
+        # the object store reaches them in their environment, as the task reads it.
+        conn_id = (context.get("params") or {}).get("aws_conn_id")
+        if conn_id and f"AIRFLOW_CONN_{conn_id.upper()}" not in os.environ:
+            from migration.runtime.airflow_adapter import connection_env
+
+            self.env_vars = {**(self.env_vars or {}), **connection_env(conn_id)}
         try:
             return super().execute(context)
         except BaseException as exc:

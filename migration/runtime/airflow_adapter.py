@@ -91,6 +91,16 @@ def aws_connection(conn_id: str, service: str = "s3") -> AwsConnection:
         session_token=secret(frozen.token if frozen else None))
 
 
+def connection_env(conn_id: str) -> dict[str, str]:
+    """``AIRFLOW_CONN_<ID>`` holding the connection ``conn_id`` as the running task sees it, for
+    a process that runs outside the task's context and so cannot read Airflow's connections
+    itself: spark-submit, its driver and its executors (the tiered job resolves its ``aws``
+    connection there). It goes into that process's environment only, never into a file."""
+    from airflow.sdk import BaseHook
+
+    return {f"AIRFLOW_CONN_{conn_id.upper()}": BaseHook.get_connection(conn_id).as_json()}
+
+
 def skip_task(reason: str) -> NoReturn:
     """End the running Airflow task as *skipped* with ``reason`` (shown in its log and state)."""
     from airflow.sdk.exceptions import AirflowSkipException

@@ -69,3 +69,21 @@ def test_an_unknown_connection_names_itself(monkeypatch) -> None:
     monkeypatch.delenv("AIRFLOW_CONN_KMIGRATE_MISSING", raising=False)
     with pytest.raises(LookupError, match="no connection 'kmigrate_missing'"):
         s3_settings_from_airflow_connection("kmigrate_missing")
+
+
+def test_the_connection_handed_to_a_spark_job_resolves_the_same(s3, monkeypatch) -> None:
+    """A Spark job's processes run outside the task's context and cannot read Airflow's
+    database: the operator hands them the task's view of the connection in their environment
+    (``airflow_adapter.connection_env``), which must resolve to the same settings."""
+    from migration.runtime.airflow_adapter import connection_env
+
+    _connection(monkeypatch, login="AKIAHANDEDTOSPARK", password=FAKE_SECRET_KEY, extra={
+        "region_name": "eu-west-1", "service_config": {"s3": {"endpoint_url": s3.endpoint}}})
+    handed = connection_env("kmigrate_s3")
+    assert list(handed) == ["AIRFLOW_CONN_KMIGRATE_S3"]
+    monkeypatch.delenv("AIRFLOW_CONN_KMIGRATE_S3")
+    monkeypatch.setenv("AIRFLOW_CONN_KMIGRATE_S3", handed["AIRFLOW_CONN_KMIGRATE_S3"])
+    st = s3_settings_from_airflow_connection("kmigrate_s3")
+    assert (st.endpoint_url, st.region) == (s3.endpoint, "eu-west-1")
+    assert st.access_key_id is not None and st.access_key_id.get_secret_value() == "AKIAHANDEDTOSPARK"
+    _round_trip(st)
