@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,21 +81,11 @@ def make(log_dir: Path, n: int, templates: Path) -> int:
 @contextlib.contextmanager
 def _timed_attrs(module: Any, names: list[str], times: dict[str, float], calls: dict[str, int]) -> Iterator[None]:
     """Wrap ``module.<name>`` for each name with a timer (seconds and calls per name)."""
+    from bench.workers import timed
+
     saved = {n: getattr(module, n) for n in names}
-
-    def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                times[name] = times.get(name, 0.0) + time.perf_counter() - t
-                calls[name] = calls.get(name, 0) + 1
-
-        return timed
-
     for n, fn in saved.items():
-        setattr(module, n, wrap(n, fn))
+        setattr(module, n, timed(n, fn, times, calls))
     try:
         yield
     finally:

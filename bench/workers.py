@@ -53,6 +53,25 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
+def timed(name: str, fn: Callable[..., Any], times: dict[str, float], calls: dict[str, int] | None = None,
+          then: Callable[[], object] | None = None) -> Callable[..., Any]:
+    """``fn`` wrapped with a timer: each call adds its seconds to ``times[name]`` (and 1 to
+    ``calls[name]``), then calls ``then``."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            times[name] = times.get(name, 0.0) + time.perf_counter() - t
+            if calls is not None:
+                calls[name] = calls.get(name, 0) + 1
+            if then is not None:
+                then()
+
+    return wrapper
+
+
 @contextlib.contextmanager
 def _phases(times: dict[str, float], after_prepare: Callable[[], object] | None = None) -> Iterator[None]:
     """Time the driver's phases of ``execute_upgrade`` into ``times`` (seconds); call
@@ -61,25 +80,13 @@ def _phases(times: dict[str, float], after_prepare: Callable[[], object] | None 
 
     saved = driver.prepare_upgrade, driver.finalize_upgrade, driver.get_engine
 
-    def timed(name: str, fn: Callable[..., Any], then: Callable[[], object] | None = None) -> Callable[..., Any]:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                times[name] = times.get(name, 0.0) + time.perf_counter() - t
-                if then is not None:
-                    then()
-
-        return wrapper
-
     def get_engine(*args: Any, **kwargs: Any) -> Any:
         engine = saved[2](*args, **kwargs)
-        engine.run = timed("units", engine.run)
+        engine.run = timed("units", engine.run, times)
         return engine
 
-    driver.prepare_upgrade = timed("prepare", saved[0], after_prepare)  # type: ignore[assignment]
-    driver.finalize_upgrade = timed("finalize", saved[1])  # type: ignore[assignment]
+    driver.prepare_upgrade = timed("prepare", saved[0], times, then=after_prepare)  # type: ignore[assignment]
+    driver.finalize_upgrade = timed("finalize", saved[1], times)  # type: ignore[assignment]
     driver.get_engine = get_engine  # type: ignore[assignment]
     try:
         yield
