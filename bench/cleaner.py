@@ -151,7 +151,7 @@ def run_cleaner(legacy: Path, leo: dict[str, int], work: Path) -> dict[str, Any]
 def bench(size: int, segment: int) -> list[dict[str, Any]]:
     import functools
 
-    from bench.run import OUT, _fresh_log_dir, _info, _median_child, _row
+    from bench.run import OUT, _check_upgrade, _fresh_log_dir, _info, _median_child, _row
 
     base = OUT / "cleaner"
     legacy = base / f"legacy-{size >> 20}m"
@@ -161,8 +161,7 @@ def bench(size: int, segment: int) -> list[dict[str, Any]]:
     fresh = functools.partial(_fresh_log_dir, log_dir, base / "backups", parts)
     nbytes = fresh()
     up = _median_child(["-m", "bench.workers", "upgrade", "v2", str(base / "backups"), str(log_dir)], 3, fresh)
-    if up["units_failed"] or up["exit_code"] != 0:
-        raise RuntimeError(f"the upgrade did not succeed: {up}")
+    _check_upgrade("the upgrade", up)
     t = time.perf_counter()
     cl = run_cleaner(legacy, leo, base / "cleaner")
     setup_s = time.perf_counter() - t

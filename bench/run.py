@@ -328,9 +328,16 @@ def bench_validate(cluster: Path, repeats: int) -> list[Row]:
     return [cat, floor_row, val]
 
 
-def _upgrade_row(name: str, up: dict[str, Any], nbytes: int) -> Row:
-    if up["units_failed"] or up["digest_mismatches"] or up["exit_code"] != 0:
+def _check_upgrade(name: str, up: dict[str, Any], units: int | None = None) -> None:
+    """Raise unless the upgrade worker's run ``up`` succeeded: no unit failed, no digest
+    mismatch, exit code 0 and, when ``units`` is given, that many units done."""
+    if (up["units_failed"] or up["digest_mismatches"] or up["exit_code"] != 0
+            or (units is not None and up["units_ok"] != units)):
         raise RuntimeError(f"{name} did not succeed: {up}")
+
+
+def _upgrade_row(name: str, up: dict[str, Any], nbytes: int) -> Row:
+    _check_upgrade(name, up)
     ph = up["phases"]
     print(f"  {name}: {up['seconds']:.3f}s" + (f" (Spark start {up['startup']:.2f}s)" if "startup" in up else "")
           + f"; prepare {ph.get('prepare', 0):.3f}s, units {ph.get('units', 0):.3f}s, "

@@ -146,11 +146,6 @@ def _fresh(base: Path, n: int) -> tuple[Path, int]:
     return log_dir, nbytes
 
 
-def _check(name: str, up: dict[str, Any], segments: int) -> None:
-    if up["units_failed"] or up["digest_mismatches"] or up["exit_code"] != 0 or up["units_ok"] != segments:
-        raise RuntimeError(f"{name} did not succeed: {up}")
-
-
 def _fixed_cost(up: dict[str, Any], segments: int) -> dict[str, Any]:
     """Seconds per segment of the units phase, and its parts per segment: the unit's fixed steps
     (journal, backup, replace protocol, directory fsyncs) and the per-byte work (rewrite,
@@ -182,10 +177,10 @@ def bench(quick: bool) -> list[dict[str, Any]]:
     segments = n * SEGMENTS
     log_dir, nbytes = _fresh(base, n)
     inline = R._child(["-m", "bench.small_partitions", "upgrade", "v2", str(base / "backups"), str(log_dir)])
-    _check("inline", inline, segments)
+    R._check_upgrade("inline", inline, segments)
     log_dir, _ = _fresh(base, n)
     spark = R._child(["-m", "bench.workers", "spark-upgrade", "v2", "local[2]", str(base / "backups"), str(log_dir)])
-    _check("spark", spark, segments)
+    R._check_upgrade("spark", spark, segments)
     print(f"  {n} small partitions: inline {inline['seconds']:.2f}s (units {inline['phases'].get('units', 0):.2f}s); "
           f"Spark local[2] {spark['run_seconds']:.2f}s after a start of {spark['startup']:.2f}s "
           f"(units {spark['phases'].get('units', 0):.2f}s)", flush=True)
@@ -208,7 +203,7 @@ def bench(quick: bool) -> list[dict[str, Any]]:
     segments = n_fixed * SEGMENTS
     log_dir, nbytes = _fresh(base, n_fixed)
     big = R._child(["-m", "bench.small_partitions", "upgrade", "v2", str(base / "backups"), str(log_dir)])
-    _check("inline", big, segments)
+    R._check_upgrade("inline", big, segments)
     cost = _fixed_cost(big, segments)
     print(f"  {n_fixed} small partitions inline: {big['seconds']:.2f}s, per segment {cost}", flush=True)
     fixed_row = R._info(
