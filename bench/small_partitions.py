@@ -7,7 +7,6 @@ legacy segments of about 60 KB, built from the sample cluster's own generators
 ``legacy-v0`` and ``clicks-v1`` topics, uncompressed messages and gzip/snappy/lz4 wrappers); one
 template partition per format is generated once and copied N times (``bench.logdir``).
 
-  python -m bench.small_partitions make N LOG_DIR           the log dir (fresh), prints its bytes
   python -m bench.small_partitions upgrade TARGET BACKUP_ROOT LOG_DIR
         the inline upgrade with the unit's steps timed (``steps``): everything a unit does around
         its rewrite (journal writes, backup, the replace protocol, directory and file fsyncs) by
@@ -218,10 +217,7 @@ def bench(quick: bool) -> list[dict[str, Any]]:
 
 if __name__ == "__main__":
     cmd, *rest = sys.argv[1:]
-    if cmd == "make":
-        log = Path(rest[1])
-        print(json.dumps({"bytes": make(log, int(rest[0]), log.parent / "templates")}))
-    elif cmd == "upgrade":
+    if cmd == "upgrade":
         print(json.dumps(upgrade(rest[0], rest[1], rest[2])))
     else:
         raise SystemExit(f"unknown command {cmd}")
