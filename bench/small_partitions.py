@@ -22,16 +22,19 @@ Spark's start shown beside it. ``bench`` is ``make bench --only small-partitions
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.logdir import Segment
 
 SEGMENT_BYTES = 60_000
 SEGMENTS = 3
@@ -62,19 +65,29 @@ def _template(root: Path, kind: str, seed: int) -> Path:
     return pdir
 
 
-def make(log_dir: Path, n: int, templates: Path) -> int:
-    """A fresh broker log dir of ``n`` small legacy partitions; returns the bytes of segments."""
-    from bench.logdir import make_log_dir
-
+def _partitions(n: int, templates: Path) -> tuple[dict[str, list[Segment]], dict[str, Path]]:
+    """A log dir of ``n`` small legacy partitions, for ``bench.run._fresh_log_dir``: each
+    partition's segments (its format's template's, whole) and the directory its partition files
+    are copied from."""
     tpl = {k: _template(templates, k, seed=30 + i) for i, k in enumerate(KINDS)}
-    parts: dict[str, list[tuple[Path, int | None]]] = {}
+    parts: dict[str, list[Segment]] = {}
     origin: dict[str, Path] = {}
     for i in range(n):
         kind = KINDS[i % len(KINDS)]
         name = f"small-{kind}-{i // len(KINDS)}"
         parts[name] = [(p, None) for p in sorted(tpl[kind].glob("*.log"))]
         origin[name] = tpl[kind]
-    return make_log_dir(log_dir, parts, partition_files_from=origin)
+    return parts, origin
+
+
+def _fresh(base: Path, n: int) -> tuple[Callable[[], object], int]:
+    """What makes a fresh log dir of ``n`` small partitions at ``base/kafka-logs`` (and removes
+    the backups), for ``bench.run._median_child``; and the bytes of its segments."""
+    from bench import run as R
+
+    parts, origin = _partitions(n, base.parent / "small-partitions-templates")
+    nbytes = sum(src.stat().st_size for segments in parts.values() for src, _ in segments)
+    return functools.partial(R._fresh_log_dir, base / "kafka-logs", base / "backups", parts, origin), nbytes
 
 
 @contextlib.contextmanager
@@ -137,14 +150,6 @@ QUICK_PARTITIONS = 100
 QUICK_FIXED_COST_PARTITIONS = 200
 
 
-def _fresh(base: Path, n: int) -> tuple[Path, int]:
-    log_dir = base / "kafka-logs"
-    shutil.rmtree(base / "backups", ignore_errors=True)
-    nbytes = make(log_dir, n, base.parent / "small-partitions-templates")
-    subprocess.run(["sync"], check=True)  # no run starts with the dirty pages of the copy
-    return log_dir, nbytes
-
-
 def _fixed_cost(up: dict[str, Any], segments: int) -> dict[str, Any]:
     """Seconds per segment of the units phase, and its parts per segment: the unit's fixed steps
     (journal, backup, replace protocol, directory fsyncs) and the per-byte work (rewrite,
@@ -174,11 +179,12 @@ def bench(quick: bool) -> list[dict[str, Any]]:
     note = f" (--quick: {n} partitions, not {PARTITIONS})" if quick else ""
     base = R.OUT / "small-partitions"
     segments = n * SEGMENTS
-    log_dir, nbytes = _fresh(base, n)
-    inline = R._child(["-m", "bench.small_partitions", "upgrade", "v2", str(base / "backups"), str(log_dir)])
+    log_dir, backups = base / "kafka-logs", base / "backups"
+    fresh, nbytes = _fresh(base, n)
+    inline = R._median_child(["-m", "bench.small_partitions", "upgrade", "v2", str(backups), str(log_dir)], 1, fresh)
     R._check_upgrade("inline", inline, segments)
-    log_dir, _ = _fresh(base, n)
-    spark = R._child(["-m", "bench.workers", "spark-upgrade", "v2", "local[2]", str(base / "backups"), str(log_dir)])
+    spark = R._median_child(["-m", "bench.workers", "spark-upgrade", "v2", "local[2]", str(backups), str(log_dir)], 1,
+                            fresh)
     R._check_upgrade("spark", spark, segments)
     print(f"  {n} small partitions: inline {inline['seconds']:.2f}s (units {inline['phases'].get('units', 0):.2f}s); "
           f"Spark local[2] {spark['run_seconds']:.2f}s after a start of {spark['startup']:.2f}s "
@@ -200,8 +206,8 @@ def bench(quick: bool) -> list[dict[str, Any]]:
 
     note = f" (--quick: {n_fixed} partitions, not {FIXED_COST_PARTITIONS})" if quick else ""
     segments = n_fixed * SEGMENTS
-    log_dir, nbytes = _fresh(base, n_fixed)
-    big = R._child(["-m", "bench.small_partitions", "upgrade", "v2", str(base / "backups"), str(log_dir)])
+    fresh, nbytes = _fresh(base, n_fixed)
+    big = R._median_child(["-m", "bench.small_partitions", "upgrade", "v2", str(backups), str(log_dir)], 1, fresh)
     R._check_upgrade("inline", big, segments)
     cost = _fixed_cost(big, segments)
     print(f"  {n_fixed} small partitions inline: {big['seconds']:.2f}s, per segment {cost}", flush=True)
