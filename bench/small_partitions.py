@@ -52,15 +52,14 @@ def _template(root: Path, kind: str, seed: int) -> Path:
     shutil.rmtree(pdir, ignore_errors=True)
     rng = random.Random(seed)
     w = PartitionWriter(pdir, SEGMENT_BYTES)
-    segments, size = 0, 0  # the writer's roll rule: a segment is full when the next entry would overflow it
     for data, first, nxt, mtime in _legacy_stream(kind, 10**9, rng, _Values(rng), T0_MS):
-        if segments == 0 or (size and size + len(data) > SEGMENT_BYTES):
-            if segments == SEGMENTS:
-                break  # the next entry would open one segment more than wanted
-            segments, size = segments + 1, 0
         w.append(data, first_offset=first, next_offset=nxt, mtime_s=mtime)
-        size += len(data)
+        if len(w.segments) == SEGMENTS:
+            break  # the writer rolled: the last entry opened one segment more than wanted
     w.close()
+    extra = w.segments[-1][0]  # that segment and its indexes go
+    for f in pdir.glob(f"{extra:020d}.*"):
+        f.unlink()
     marker.touch()
     return pdir
 
