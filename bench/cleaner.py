@@ -43,9 +43,9 @@ KINDS = (  # partition -> (magic, codec)
 PREFIX = "clean-"
 
 
-def write_partition(pdir: Path, magic: int, codec: str, size: int, segment: int, rng: random.Random) -> tuple[int, int]:
+def write_partition(pdir: Path, magic: int, codec: str, size: int, segment: int, rng: random.Random) -> int:
     """Legacy segments of ``size`` bytes in all, rolled at ``segment`` bytes; every key unique.
-    Returns (records, log end offset)."""
+    Returns the log end offset (offsets start at 0 with no gap: also the records written)."""
     from migration.formats.legacy import build_wrapper, encode_message
     from migration.formats.model import Compression, Record
 
@@ -77,7 +77,7 @@ def write_partition(pdir: Path, magic: int, codec: str, size: int, segment: int,
         out += entry
         total += len(entry)
     flush()
-    return offset, offset
+    return offset
 
 
 def build(root: Path, size: int, segment: int) -> dict[str, int]:
@@ -87,7 +87,7 @@ def build(root: Path, size: int, segment: int) -> dict[str, int]:
         return {k: int(v) for k, v in (ln.split() for ln in done.read_text().splitlines())}
     shutil.rmtree(root, ignore_errors=True)
     rng = random.Random(7)
-    leo = {f"{name}-0": write_partition(root / f"{name}-0", magic, codec, size // len(KINDS), segment, rng)[1]
+    leo = {f"{name}-0": write_partition(root / f"{name}-0", magic, codec, size // len(KINDS), segment, rng)
            for name, magic, codec in KINDS}
     done.write_text("".join(f"{k} {v}\n" for k, v in leo.items()))
     return leo
