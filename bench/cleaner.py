@@ -33,6 +33,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,6 +94,16 @@ def build(root: Path, size: int, segment: int) -> dict[str, int]:
     return leo
 
 
+def _realkafka() -> ModuleType:
+    """The tests' real Kafka node (tests/support/kafka.py), tests/ put on ``sys.path`` once."""
+    tests = str(ROOT / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    from support import kafka
+
+    return kafka
+
+
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] ")
 
 
@@ -104,9 +115,7 @@ def _stamp(line: str) -> float:
 
 def run_cleaner(legacy: Path, leo: dict[str, int], work: Path) -> dict[str, Any]:
     """The real cleaner over copies of the partitions: its own seconds and the log's span."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from support import kafka as realkafka
-
+    realkafka = _realkafka()
     shutil.rmtree(work, ignore_errors=True)
     sources = {}
     for tp in leo:
@@ -180,7 +189,4 @@ def bench(size: int, segment: int) -> list[dict[str, Any]]:
 
 
 def _kafka_version() -> str:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from support import kafka as realkafka
-
-    return realkafka.LATEST
+    return str(_realkafka().LATEST)
