@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import fcntl
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,27 +27,12 @@ ROOT = Path(__file__).resolve().parent.parent
 HISTORY = ROOT / "bench" / "history.jsonl"
 
 # A stable name for each target row, the same in every run (a row's ``name`` carries sizes and
-# repeat counts that changed over time), with the pattern of the row names bench.run gives it.
-KEYS: dict[str, str] = {
-    "validate": r"^deep validation \(validate_paths\)",
-    "upgrade-v1": r"^upgrade --to v1 \(inline engine, whole cluster\)",
-    "upgrade-v2": r"^upgrade --to v2 \(inline engine, whole cluster\)",
-    "kp-mix-v1": r"^upgrade --to v1 \(inline engine, same subset",
-    "kp-mix-v2": r"^upgrade --to v2 \(inline engine, same subset",
-    "kp-plain-v1": r"^upgrade --to v1 \(inline engine, same segments",
-    "kp-plain-v2": r"^upgrade --to v2 \(inline engine, same segments",
-    "spark": r"^upgrade --to v2, Spark local\[2\]",
-    "rss": r"^worker rewriting one ",
-    "sessions": r"^plan a run, nothing dirty",
-    "core-mb-s": r"^compiled record core: deep validation, uncompressed v2, one core$",
-    "core-x-python": r"^compiled record core: deep validation, uncompressed v2$",
-    "small-partitions": r"^upgrade --to v2 of \d+ small legacy partitions .*, Spark local\[2\], session started",
-}
-
-
-def target_key(name: str) -> str | None:
-    """The stable key of a target row named ``name`` by bench.run, or None."""
-    return next((k for k, pattern in KEYS.items() if re.search(pattern, name)), None)
+# repeat counts that changed over time): bench.run gives each target row its key (``_target``'s
+# ``key``), which results.json and the history keep.
+KEYS: tuple[str, ...] = (
+    "validate", "upgrade-v1", "upgrade-v2", "kp-mix-v1", "kp-mix-v2", "kp-plain-v1", "kp-plain-v2", "spark", "rss",
+    "sessions", "core-mb-s", "core-x-python", "small-partitions",
+)
 
 
 class _Model(BaseModel):
@@ -72,7 +56,7 @@ class Summary(_Model):
 class Row(_Model):
     """A target row of the run, as bench.run gives it (results.json)."""
 
-    key: str | None = None  # target_key(name)
+    key: str | None = None  # one of KEYS, as bench.run gave it to the row
     name: str
     target: str | None = None  # the target's text, e.g. ">= 0.6x codec floor"
     value: float | None = None  # what the target compares (a ratio, MB/s, MB or s)
@@ -130,7 +114,7 @@ def entry_from_results(results: Mapping[str, Any], *, argv: Sequence[str], quick
     counts = results["summary"]
     head, dirty = commit() if commit_dirty is None else commit_dirty
     rows = [
-        Row(key=target_key(str(r.get("name", ""))), name=str(r.get("name", "")), target=r.get("target") or None,
+        Row(key=r.get("key"), name=str(r.get("name", "")), target=r.get("target") or None,
             value=r.get("value"), threshold=r.get("threshold"), ceiling=r.get("ceiling"),
             ceiling_one_core=r.get("ceiling_one_core"), status=r.get("status"), ratio=r.get("ratio"))
         for r in results["rows"]

@@ -189,17 +189,23 @@ def _info(row: Row, ratio: str | None = None) -> Row:
     return row | {"target": "report only", "status": "INFO"} | ({"ratio": ratio} if ratio is not None else {})
 
 
-def _target(row: Row, value: float, threshold: float, *, target: str, ratio: str, ceiling: float | None = None,
-            unit: str = "x", below: bool = False) -> Row:
+def _target(row: Row, value: float, threshold: float, *, key: str, target: str, ratio: str,
+            ceiling: float | None = None, unit: str = "x", below: bool = False) -> Row:
     """A target row: PASS when ``value`` reaches ``threshold`` (is below it with ``below``), else
     MISS, with ``ceiling`` (the best value any implementation could reach, measured in this run)
-    when the ceiling itself is short of the threshold: then the MISS is explained by it."""
+    when the ceiling itself is short of the threshold: then the MISS is explained by it. ``key``
+    is the target's stable name (one of bench.history.KEYS), kept in results.json and the
+    history."""
+    from bench.history import KEYS
+
+    if key not in KEYS:
+        raise ValueError(f"unknown target key {key!r}: one of {', '.join(KEYS)}")
     ok = value < threshold if below else value >= threshold
     status = "PASS" if ok else "MISS"
     if not ok and ceiling is not None and ceiling < threshold:
         # three significant digits: a ceiling just below the threshold must not print as equal to it
         status += f" (ceiling {ceiling:.0f} {unit})" if unit != "x" else f" (ceiling {ceiling:.3g}x)"
-    return row | {"ratio": ratio, "target": target, "status": status, "value": round(value, 4),
+    return row | {"key": key, "ratio": ratio, "target": target, "status": status, "value": round(value, 4),
                   "threshold": threshold, "ceiling": None if ceiling is None else round(ceiling, 4)}
 
 
@@ -323,7 +329,7 @@ def bench_validate(cluster: Path, repeats: int) -> list[Row]:
     val = _row(f"deep validation (validate_paths), median of {repeats}", val_s, size, res.records_checked,
                bytes_checked=res.bytes_checked)
     r = floor["seconds"] / val_s  # = validation MB/s / floor MB/s, over the same bytes
-    val = _target(val, r, VALIDATE_FLOOR, target=f">= {VALIDATE_FLOOR}x decompression floor",
+    val = _target(val, r, VALIDATE_FLOOR, key="validate", target=f">= {VALIDATE_FLOOR}x decompression floor",
                   ratio=f"{r:.2f}x floor, {val['mb_s'] / cat['mb_s']:.4f}x cat")
     return [cat, floor_row, val]
 
@@ -396,7 +402,8 @@ def bench_upgrade(cluster: Path, repeats: int) -> list[Row]:
         # as this one does (the longer of its two threads), and that of one doing all on one core.
         ceiling, one_core, converting, writer = _ceilings(floor_s, floor_s + readback_s + kept_s, dw_row, dw_s,
                                                           proof_row, proof_s)
-        row = _target(row, r, UPGRADE_FLOOR, target=f">= {UPGRADE_FLOOR}x codec floor", ceiling=ceiling,
+        row = _target(row, r, UPGRADE_FLOOR, key=f"upgrade-{target}", target=f">= {UPGRADE_FLOOR}x codec floor",
+                      ceiling=ceiling,
                       ratio=f"{r:.2f}x floor (ceiling {ceiling:.3g}x: converting thread {converting:.2f}s = floor + "
                             f"read-back {readback_s:.2f}s + kept wrappers {kept_s:.2f}s + its part of durable write "
                             f"and proof, writer thread {writer:.2f}s; on one core {one_core:.3g}x: + durable write "
@@ -480,7 +487,8 @@ def bench_kp_mix(cluster: Path, kp_bytes: int, repeats: int) -> list[Row]:
         proof_row, proof_s = _proof_floor(up, nbytes, repeats)
         up_ceiling, one_core, converting, writer = _ceilings(
             kp["seconds"], floor["seconds"] + _readback_s(floor) + kept_s, dw_row, dw_s, proof_row, proof_s)
-        row = _target(row, r, KP_MIX[target], target=f">= {KP_MIX[target]}x kafka-python", ceiling=up_ceiling,
+        row = _target(row, r, KP_MIX[target], key=f"kp-mix-{target}", target=f">= {KP_MIX[target]}x kafka-python",
+                      ceiling=up_ceiling,
                       ratio=f"{r:.2f}x kafka-python (ceiling {up_ceiling:.3g}x with read-back, kept wrappers, "
                             f"durable write and proof: converting thread {converting:.3f}s, writer thread "
                             f"{writer:.3f}s; on one core {one_core:.3g}x)")
@@ -519,7 +527,8 @@ def bench_kp_plain(size: int) -> list[Row]:
         dw_row, dw_s = _durable_write(up, [Path(c) for c in copies], f"kp-plain-{target}", recycled=True)
         proof_row, proof_s = _proof_floor(up, nbytes, 3)
         ceiling, one_core, converting, writer = _ceilings(kp["seconds"], 0.0, dw_row, dw_s, proof_row, proof_s)
-        row = _target(row, r, KP_PLAIN, target=f">= {KP_PLAIN:g}x kafka-python", ceiling=ceiling,
+        row = _target(row, r, KP_PLAIN, key=f"kp-plain-{target}", target=f">= {KP_PLAIN:g}x kafka-python",
+                      ceiling=ceiling,
                       ratio=f"{r:.2f}x kafka-python (ceiling {ceiling:.3g}x: converting thread {converting:.2f}s, "
                             f"writer thread {writer:.2f}s; on one core {one_core:.3g}x: durable write {dw_s:.2f}s + "
                             f"proof {proof_s:.2f}s)")
@@ -567,7 +576,7 @@ def bench_spark(cluster: Path) -> list[Row]:
     # The units' own seconds, summed: equal in both runs when two cores really run two units at
     # once; more under local[2] when they share a core (a loaded machine) or memory bandwidth.
     stretch = two["unit_seconds"] / one["unit_seconds"] if one["unit_seconds"] else 0.0
-    tgt = _target(row(2), r, SPARK_SPEEDUP, target=f">= {SPARK_SPEEDUP}x local[1]", ceiling=bound,
+    tgt = _target(row(2), r, SPARK_SPEEDUP, key="spark", target=f">= {SPARK_SPEEDUP}x local[1]", ceiling=bound,
                   ratio=f"{r:.2f}x local[1] (units phase {units_r:.2f}x, unit work x{stretch:.2f}); "
                         f"Amdahl {amdahl:.2f}x")
     return [base, tgt | {"amdahl_ceiling": round(amdahl, 3), "serial_s_local1": round(serial, 3),
@@ -593,7 +602,7 @@ def bench_rss(size: int) -> list[Row]:
         rss = w["peak_rss_mb"]
         row = _row(f"worker rewriting one {nbytes / 2**30:.2f} GiB segment --to {target}", w["seconds"], nbytes,
                    w["records"], peak_rss_mb=round(rss, 1))
-        rows.append(_target(row, rss, RSS_MB, below=True, ratio=f"peak RSS {rss:.0f} MB",
+        rows.append(_target(row, rss, RSS_MB, below=True, key="rss", ratio=f"peak RSS {rss:.0f} MB",
                             target=f"< {RSS_MB:.0f} MB" + ("" if full else " (for 1 GiB; smaller segment here)")))
     return rows
 
@@ -651,7 +660,7 @@ def bench_sessions(n: int) -> list[Row]:
     # The target is for 10,000 partitions; a smaller run gets it scaled linearly.
     limit = PLAN_S_PER_10K * n / 10_000
     scaled = "" if n == 10_000 else f" ({PLAN_S_PER_10K:g} s per 10,000, scaled)"
-    row = _target(row, plan_s, limit, below=True, target=f"< {limit:g} s{scaled}",
+    row = _target(row, plan_s, limit, below=True, key="sessions", target=f"< {limit:g} s{scaled}",
                   ratio=f"{plan_s / list_s:.1f}x the listing time")
     for r in (base, row):
         r["mb_s"] = None
@@ -682,11 +691,12 @@ def bench_core(size: int) -> list[Row]:
         rows.append(_info(_row("cat > /dev/null of the same file (baseline)", r["cat_s"], r["bytes"])
                           | {"mb_s": cat_mb_s}))
         ratio = r["python_s"] / r["compiled_s"]
-        rows.append(_target(row, ratio, V2_VS_PYTHON, target=f">= {V2_VS_PYTHON:g}x python core",
+        rows.append(_target(row, ratio, V2_VS_PYTHON, key="core-x-python", target=f">= {V2_VS_PYTHON:g}x python core",
                             ceiling=read_mb_s / r["python_mb_s"],
                             ratio=f"{ratio:.1f}x python ({r['python_mb_s']} MB/s)"))
         rows.append(_target(row | {"name": f"compiled record core: {r['name']}, one core"}, r["compiled_mb_s"],
-                            V2_MB_S, target=f">= {V2_MB_S:.0f} MB/s (1 GB/s per core)", ceiling=read_mb_s,
+                            V2_MB_S, key="core-mb-s", target=f">= {V2_MB_S:.0f} MB/s (1 GB/s per core)",
+                            ceiling=read_mb_s,
                             unit="MB/s", ratio=f"{r['compiled_mb_s']:.0f} MB/s; read {read_mb_s:.0f}, "
                                                f"cat {cat_mb_s:.0f} MB/s"))
     return rows

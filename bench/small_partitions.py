@@ -197,7 +197,8 @@ def bench(quick: bool) -> list[dict[str, Any]]:
     spark_row = R._row(f"{label}, Spark local[2], session started before{note}", spark["run_seconds"], nbytes,
                        spark["records_rewritten"], startup_s=spark["startup"], phases=spark["phases"],
                        unit_seconds=spark["unit_seconds"])
-    spark_row = R._target(spark_row, r, SPARK_VS_INLINE, below=True, target=f"<= {SPARK_VS_INLINE}x inline",
+    spark_row = R._target(spark_row, r, SPARK_VS_INLINE, below=True, key="small-partitions",
+                          target=f"<= {SPARK_VS_INLINE}x inline",
                           ratio=f"{r:.2f}x inline (units phase {spark['phases'].get('units', 0):.2f}s vs "
                                 f"{inline['phases'].get('units', 0):.2f}s; Spark start {spark['startup']:.1f}s "
                                 "besides)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,11 @@ def _results(value: float, status: str) -> dict[str, Any]:
         "summary": {"PASS": 1, "MISS": 1, "ERROR": 1, "crashed": ["spark"]},
         "rows": [
             {"name": "cp -a cluster (baseline v1)", "seconds": 0.1, "target": "report only", "status": "INFO"},
-            {"name": "upgrade --to v1 (inline engine, whole cluster)", "seconds": 0.3, "ratio": f"{value}x floor",
+            {"name": "upgrade --to v1 (inline engine, whole cluster)", "key": "upgrade-v1", "seconds": 0.3,
+             "ratio": f"{value}x floor",
              "target": ">= 0.6x codec floor", "status": status, "value": value, "threshold": 0.6, "ceiling": 0.59,
              "ceiling_one_core": 0.51},
-            {"name": "worker rewriting one 0.06 GiB segment --to v2", "ratio": "peak RSS 50 MB",
+            {"name": "worker rewriting one 0.06 GiB segment --to v2", "key": "rss", "ratio": "peak RSS 50 MB",
              "target": "< 300 MB (for 1 GiB; smaller segment here)", "status": "PASS", "value": 49.8,
              "threshold": 300.0, "ceiling": None},
             {"name": "spark: crashed", "ratio": "RuntimeError: boom", "error": "boom", "target": "", "status": "ERROR"},
@@ -80,28 +82,37 @@ def test_bench_run_records_its_run(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert entry.commit is not None  # this checkout's HEAD
 
 
-def test_every_target_of_bench_run_has_a_key() -> None:
-    """The names bench.run gives its target rows (as it formats them) map to one key each."""
-    names = {
-        "deep validation (validate_paths), median of 1": "validate",
-        "upgrade --to v1 (inline engine, whole cluster)": "upgrade-v1",
-        "upgrade --to v2 (inline engine, whole cluster)": "upgrade-v2",
-        "upgrade --to v1 (inline engine, same subset in a log dir), median of 3": "kp-mix-v1",
-        "upgrade --to v2 (inline engine, same subset in a log dir), median of 3": "kp-mix-v2",
-        "upgrade --to v1 (inline engine, same segments in a log dir), median of 3": "kp-plain-v1",
-        "upgrade --to v2 (inline engine, same segments in a log dir), median of 3": "kp-plain-v2",
-        "upgrade --to v2, Spark local[2] (Spark start included)": "spark",
-        "worker rewriting one 1.00 GiB segment --to v2": "rss",
-        "plan a run, nothing dirty, 10000 partitions (fingerprints + begin_run)": "sessions",
-        "compiled record core: deep validation, uncompressed v2": "core-x-python",
-        "compiled record core: deep validation, uncompressed v2, one core": "core-mb-s",
-        "upgrade --to v2 of 500 small legacy partitions (3 segments of ~60 KB), Spark local[2], session started "
-        "before": "small-partitions",
-    }
-    assert {n: history.target_key(n) for n in names} == names
-    assert set(names.values()) == set(history.KEYS)
-    assert history.target_key("upgrade --to v2, Spark local[1] (Spark start included)") is None
+def _target_keys() -> list[str | None]:
+    """The ``key`` of every ``_target`` call in bench/ (None: a call without one), an f-string's
+    fields expanded over the upgrade targets (``f"upgrade-{target}"``: upgrade-v1, upgrade-v2)."""
+    keys: list[str | None] = []
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            func = node.func if isinstance(node, ast.Call) else None
+            if (func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)) != "_target":
+                continue
+            assert isinstance(node, ast.Call)
+            key = next((k.value for k in node.keywords if k.arg == "key"), None)
+            if isinstance(key, ast.Constant):
+                keys.append(key.value)
+            elif isinstance(key, ast.JoinedStr):
+                keys += ["".join(v.value if isinstance(v, ast.Constant) else t for v in key.values)
+                         for t in ("v1", "v2")]
+            else:
+                keys.append(None)
+    return keys
 
+
+def test_every_target_of_bench_run_has_a_key() -> None:
+    """Every target row bench.run makes gets one of the keys, each key one target; an unknown
+    key is refused."""
+    keys = _target_keys()
+    assert None not in keys
+    assert sorted(keys) == sorted(history.KEYS)
+    with pytest.raises(ValueError):
+        run._target({"name": "x"}, 1.0, 1.0, key="upgrade-v3", target=">= 1x", ratio="1x")
+    row = run._target({"name": "x"}, 1.0, 1.0, key="upgrade-v1", target=">= 1x", ratio="1x")
+    assert row["key"] == "upgrade-v1" and row["status"] == "PASS"
 
 
 def test_the_committed_history_validates() -> None:
