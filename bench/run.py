@@ -839,11 +839,11 @@ def main(argv: list[str] | None = None) -> int:
     if counts["ERROR"]:
         line += f", {counts['ERROR']} ERROR (crashed: {', '.join(crashed)})"
     print(f"\n{line}" + (" (Python record core)" if python_core else ""))
-    (OUT / "results.json").write_text(json.dumps(
-        {"machine": info, "summary": counts | {"crashed": crashed}, "rows": rows}, indent=2, default=str))
+    results = {"machine": info, "summary": counts | {"crashed": crashed}, "rows": rows}
+    (OUT / "results.json").write_text(json.dumps(results, indent=2, default=str))
     print(f"results: {OUT / 'results.json'} ({info['total_seconds']}s)")
     if not args.no_history:
-        _record_history(json.loads((OUT / "results.json").read_text()), argv, quick=args.quick, date=info["date"])
+        _record_history(results, argv, quick=args.quick, date=info["date"])
     return 1 if crashed else 0
 
 
