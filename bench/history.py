@@ -146,9 +146,8 @@ def append(entry: Entry, path: Path | None = None) -> Path:
     """Add ``entry`` as the last line of ``path``, durably: the file is written anew with the
     line added under a temporary name, fsynced and renamed over the old one (fileio's
     ``durable_replace``), so a crash leaves the old history or the new one, never half a line.
-    ``path``: bench/history.jsonl by default."""
+    ``path``: bench/history.jsonl by default; its directory must exist."""
     path = HISTORY if path is None else path
-    path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path.parent):
         old = path.read_bytes() if path.exists() else b""
         if old and not old.endswith(b"\n"):
