@@ -5,7 +5,8 @@ A broker log dir of N partitions (``small-v0-<i>`` and ``small-v1-<i>``, alterna
 legacy segments of about 60 KB, built from the sample cluster's own generators
 (``migration.demo.sample_cluster``: ``PartitionWriter`` fed by the legacy message stream of the
 ``legacy-v0`` and ``clicks-v1`` topics, uncompressed messages and gzip/snappy/lz4 wrappers); one
-template partition per format is generated once and copied N times (``bench.logdir``).
+template partition per format is generated anew by each run (a fraction of a second) and copied
+N times (``bench.logdir``).
 
   python -m bench.small_partitions upgrade TARGET BACKUP_ROOT LOG_DIR
         the inline upgrade with the unit's steps timed (``steps``): everything a unit does around
@@ -42,13 +43,12 @@ KINDS = ("v0", "v1")
 
 
 def _template(root: Path, kind: str, seed: int) -> Path:
-    """One partition directory of ``SEGMENTS`` legacy segments of about ``SEGMENT_BYTES``."""
+    """One partition directory of ``SEGMENTS`` legacy segments of about ``SEGMENT_BYTES``, made
+    anew (a fraction of a second; no marker to trust after a crash, nothing left from an older
+    generator)."""
     from migration.demo.sample_cluster import T0_MS, PartitionWriter, _legacy_stream, _Values
 
     pdir = root / f"template-{kind}-0"
-    marker = root / f".complete-{kind}-{seed}"
-    if marker.exists():
-        return pdir
     shutil.rmtree(pdir, ignore_errors=True)
     rng = random.Random(seed)
     w = PartitionWriter(pdir, SEGMENT_BYTES)
@@ -60,7 +60,6 @@ def _template(root: Path, kind: str, seed: int) -> Path:
     extra = w.segments[-1][0]  # that segment and its indexes go
     for f in pdir.glob(f"{extra:020d}.*"):
         f.unlink()
-    marker.touch()
     return pdir
 
 
