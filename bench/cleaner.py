@@ -46,11 +46,15 @@ PREFIX = "clean-"
 
 def write_partition(pdir: Path, magic: int, codec: str, size: int, segment: int, rng: random.Random) -> int:
     """Legacy segments of ``size`` bytes in all, rolled at ``segment`` bytes; every key unique.
-    Returns the log end offset (offsets start at 0 with no gap: also the records written)."""
+    Returns the log end offset (offsets start at 0 with no gap: also the records written).
+    Each segment is fsynced, and the directory with their names before it returns."""
+    from migration.formats.fileio import durable_mkdir, fsync_dir, write_and_fsync
     from migration.formats.legacy import build_wrapper, encode_message
     from migration.formats.model import Compression, Record
 
-    pdir.mkdir(parents=True)
+    if pdir.exists():
+        raise FileExistsError(pdir)
+    durable_mkdir(pdir)
     words = [b"click", b"view", b"order", b"refund", b"login", b"search", b"cart"]
     offset, total = 0, 0
     out: bytearray = bytearray()
@@ -59,7 +63,7 @@ def write_partition(pdir: Path, magic: int, codec: str, size: int, segment: int,
     def flush() -> None:
         nonlocal out, base
         if out:
-            (pdir / f"{base:020d}.log").write_bytes(bytes(out))
+            write_and_fsync(pdir / f"{base:020d}.log", out, exclusive=True)
         out, base = bytearray(), offset
 
     while total < size:
@@ -78,11 +82,15 @@ def write_partition(pdir: Path, magic: int, codec: str, size: int, segment: int,
         out += entry
         total += len(entry)
     flush()
+    fsync_dir(pdir)
     return offset
 
 
 def build(root: Path, size: int, segment: int) -> dict[str, int]:
-    """The legacy partitions under ``root`` (built once; a marker says complete): name -> log end offset."""
+    """The legacy partitions under ``root`` (built once; a marker, written durably once they are,
+    says complete and holds their log end offsets): name -> log end offset."""
+    from migration.formats.fileio import durable_replace
+
     done = root / ".complete"
     if done.exists():
         return {k: int(v) for k, v in (ln.split() for ln in done.read_text().splitlines())}
@@ -90,7 +98,7 @@ def build(root: Path, size: int, segment: int) -> dict[str, int]:
     rng = random.Random(7)
     leo = {f"{name}-0": write_partition(root / f"{name}-0", magic, codec, size // len(KINDS), segment, rng)
            for name, magic, codec in KINDS}
-    done.write_text("".join(f"{k} {v}\n" for k, v in leo.items()))
+    durable_replace(done, "".join(f"{k} {v}\n" for k, v in leo.items()).encode())
     return leo
 
 
