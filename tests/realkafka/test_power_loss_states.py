@@ -112,7 +112,7 @@ def test_a_real_broker_loads_sampled_power_loss_states(tmp_path_factory, kafka_n
     log_dir = root / "kafka-logs"
     up.build_log_dir(log_dir)
     original = {p.name: read_files(p) for p in sorted(log_dir.iterdir()) if p.is_dir()}
-    env = up._env(root)
+    env = pl.traced_env(root)
     argv = [sys.executable, str(up.CRASH_JOB), up.RUN_ID, "v2", str(up.SEGMENT_BYTES), str(log_dir)]
     run = pl.record(argv, root, env=env, cwd=scratch)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -75,11 +75,15 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
+import time
 import traceback
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 STRACE = "/usr/bin/strace"
 EXT4 = "ext4-ordered"
@@ -1207,7 +1211,111 @@ def without_directory_fsyncs(script: str | os.PathLike[str], path: str | os.Path
     return python_script(code, path)
 
 
+# ---------------------------------------------------------------------------- scenario scaffolding
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# Where a test's own fixtures point runs, reports, backups and faults: a traced run and the
+# judge's in-process runs use the traced root's home instead.
+STATE_ENV = ("KMIGRATE_OUT", "KMIGRATE_REPORT_ROOT", "KMIGRATE_BACKUP_ROOT", "KMIGRATE_FAULT_AT", "KMIGRATE_FAULT_DIR")
+
+
+def traced_env(root: str | os.PathLike[str]) -> dict[str, str]:
+    """The environment of a traced run: its home (run records, reports, backups) under ``root``
+    (so every state holds them), this checkout importable, no test's output or fault settings."""
+    env = dict(os.environ, KMIGRATE_HOME=str(Path(root) / "home"), PYTHONPATH=str(PROJECT_ROOT),
+               KMIGRATE_PROJECT_ROOT=str(PROJECT_ROOT))
+    for key in STATE_ENV:
+        env.pop(key, None)
+    return env
+
+
+def workdir_fixture(prefix: str, *, scope: str = "module") -> Any:
+    """A ``workdir`` fixture: a fresh directory in /dev/shm when there is one (fsync is free
+    there, and the judges' re-runs and rollbacks fsync a hundred times each), removed after;
+    else one of pytest's temporary directories. ``workdir = pl.workdir_fixture(...)`` in a test
+    module defines it there."""
+
+    @pytest.fixture(scope=scope, name="workdir")
+    def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+        shm = Path("/dev/shm")
+        if not os.access(shm, os.W_OK):
+            yield tmp_path_factory.mktemp(prefix.strip("-"))
+            return
+        base = Path(tempfile.mkdtemp(prefix=prefix, dir=shm))
+        yield base
+        shutil.rmtree(base, ignore_errors=True)
+
+    return workdir
+
+
+def home_inside_root_fixture(*after: str) -> Any:
+    """An autouse fixture: the judge's in-process runs see the traced run's environment (its
+    home under ``workdir / "root"``, the backup root under it), set after the fixtures named in
+    ``after`` (those that point KMIGRATE_OUT and the like at a test's own directory)."""
+
+    @pytest.fixture(autouse=True, name="home_inside_root")
+    def home_inside_root(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, workdir: Path) -> None:
+        for name in after:
+            request.getfixturevalue(name)
+        for key in STATE_ENV:
+            monkeypatch.delenv(key, raising=False)
+        for key, value in traced_env(workdir / "root").items():
+            if key.startswith("KMIGRATE"):
+                monkeypatch.setenv(key, value)
+
+    return home_inside_root
+
+
+def assert_no_failures(recording: Recording, states: Sequence[CrashState], judge: Callable[[CrashState], list[str]],
+                       title: str) -> None:
+    """Every state judged; none may fail (the report of every failure otherwise)."""
+    t0 = time.monotonic()
+    failures = judge_states(recording, states, judge)
+    print(f"{title}: {len(recording.ops)} operations, {len(states)} states judged in {time.monotonic() - t0:.1f}s, "
+          f"{len(failures)} fail")
+    assert not failures, report(recording, failures, len(states), title=title)
+
+
+def assert_finds_missing_directory_fsyncs(initial: Snapshot, script: str | os.PathLike[str], args: Sequence[str],
+                                          root: str | os.PathLike[str], env: dict[str, str], scratch: Path,
+                                          judge: Callable[[Recording], Callable[[CrashState], list[str]]],
+                                          *, last: int) -> None:
+    """The harness has teeth: ``script args`` run from ``initial`` with every fsync of a
+    directory made a no-op, the POSIX states of its last ``last`` crash points (the late ones
+    first: by then a replacement is complete and everything rests on entries) must hold one
+    that loses or breaks data (``DATA_CAUSES``), found before any state the judge
+    (``judge(recording)``) raises on: a judge that breaks on every state finds nothing. (The
+    ext4-ordered model cannot fail these: it keeps entries without fsyncs.)"""
+    materialize(initial, root)
+    argv = without_directory_fsyncs(script, scratch / "no_dir_fsync.py")
+    rec = record([*argv, *args], root, env=env, cwd=scratch)
+    assert rec.returncode == 0, rec.stdout[-3000:] + rec.stderr[-3000:]
+    assert not [op for op in rec.ops if op.kind == "fsync" and rec.kind[op.inode] == "d"]
+    points = range(len(rec.ops) - last, len(rec.ops) + 1)
+    posix = [st for st in rec.crash_states((POSIX,), points=points) if st.lost]
+    failures = []
+    for f in iter_failures(reversed(posix), judge(rec)):
+        failures.append(f)
+        if f.judge_raised() or f.data_causes():
+            break
+    title = "without directory fsyncs (expected to fail)"
+    assert not [f for f in failures if f.judge_raised()], report(rec, failures, len(posix), title=title)
+    assert failures and failures[-1].data_causes(), \
+        "no POSIX crash state loses data although no directory is ever fsynced" + \
+        ("\n" + report(rec, failures, len(posix), title=title) if failures else "")
+    print(report(rec, failures, len(posix), title=title))
+
+
 # ------------------------------------------------------------------------------------- judging
+
+
+JUDGE_RAISED = "the judge raised:"
+# What a judge reports when a state lost or broke data (not when the judge itself broke):
+# records_diff's lost records; judge_log_dir_files' missing, changed or extra files; a re-run
+# or a rollback that did not finish; what a re-run leaves behind (UpgradeJudge, TierJudge).
+DATA_CAUSES = ("records lost", "originals missing", "originals with other bytes", "files that were not there",
+               "re-run: exit", "rollback: exit", "LEFTOVER_FILE", "the store's temporary files stay",
+               "probe objects stay")
 
 
 @dataclass
@@ -1215,21 +1323,34 @@ class Failure:
     state: CrashState
     what: list[str]
 
+    def judge_raised(self) -> bool:
+        return any(w.startswith(JUDGE_RAISED) for w in self.what)
 
-def judge_states(recording: Recording, states: Iterable[CrashState], judge: Callable[[CrashState], list[str]],
-                 *, stop_at_first: bool = False) -> list[Failure]:
-    """Run ``judge`` on each state (it returns what failed, empty when the state is fine); an
-    exception in the judge is a failure of that state, with its traceback's tail."""
-    failures = []
+    def data_causes(self) -> list[str]:
+        return [w for w in self.what if any(c in w for c in DATA_CAUSES)]
+
+
+def iter_failures(states: Iterable[CrashState], judge: Callable[[CrashState], list[str]]) -> Iterator[Failure]:
+    """Run ``judge`` on each state (it returns what failed, empty when the state is fine) and
+    yield each failing one; an exception in the judge is a failure of that state, its ``what``
+    the traceback's tail after ``JUDGE_RAISED``."""
     for st in states:
         try:
             what = judge(st)
         except Exception:  # noqa: BLE001 - a crashing tool is a finding, reported with the state
-            what = ["the judge raised:\n" + "".join(traceback.format_exc().splitlines(True)[-12:])]
+            what = [JUDGE_RAISED + "\n" + "".join(traceback.format_exc().splitlines(True)[-12:])]
         if what:
-            failures.append(Failure(st, what))
-            if stop_at_first:
-                break
+            yield Failure(st, what)
+
+
+def judge_states(recording: Recording, states: Iterable[CrashState], judge: Callable[[CrashState], list[str]],
+                 *, stop_at_first: bool = False) -> list[Failure]:
+    """Every failing state (``iter_failures``), or the first only."""
+    failures = []
+    for f in iter_failures(states, judge):
+        failures.append(f)
+        if stop_at_first:
+            break
     return failures
 
 
@@ -1338,16 +1459,16 @@ def judge_log_dir_files(original: dict[str, bytes], now: dict[str, bytes], when:
 
 
 @dataclass
-class UpgradeJudge:
-    """Judges one upgrade crash state three ways, each on a fresh copy of it: Kafka's loader,
-    a re-run of the same job (inline, same run id), a rollback. ``original`` is the log dir
-    before the first run (names and bytes), ``expected`` its records."""
+class _Judge:
+    """What the upgrade and the tier-prepare judges share: each judges one crash state by the
+    ``checks`` named (each a method, each on a fresh copy of the state). ``original`` is the
+    log dir before the first run (names and bytes), ``expected`` its records."""
 
     recording: Recording
     log_dir: Path
     scratch: Path
     run_id: str
-    options: Any  # UpgradeOptions
+    options: Any  # the job's options
     expected: dict[str, list[tuple]]
     original: dict[str, bytes]
     checks: tuple[str, ...] = ("loader", "rerun", "rollback")
@@ -1367,17 +1488,44 @@ class UpgradeJudge:
         materialize(state, self.recording.root, subtree=self.log_dir_rel, dest=view)
         return kafka_load_problems(view, self.expected)
 
+    @staticmethod
+    def _exit_problems(report: Any, what: str) -> list[str]:
+        """``what: exit N: why`` when the run did not succeed (its problem units, its refusal and
+        its run-level errors), else nothing."""
+        if report.exit_code() == 0:
+            return []
+        why = [f"{u.path}: " + "; ".join(str(e) for e in u.errors) for *_, u in report.problem_units()]
+        why += [str(x) for x in (report.refusal, *[e.message for e in report.errors]) if x]
+        return [f"{what}: exit {report.exit_code()}: " + (" | ".join(why)[:1500] or str(report.status))]
+
+    def _rollback(self, state: CrashState, rollback_run: Callable[[str], Any], unknown_run: str) -> list[str]:
+        """``rollback_run(run_id)`` on the state: every original back, byte for byte. A state from
+        before the run's directory was durable holds no trace of the run: kmigrate cannot tell
+        its id from a mistyped one and refuses it (``unknown_run`` in the refusal), as for any
+        unknown run; the log dir must then be untouched, which the file comparison requires."""
+        from migration.settings import default_backup_root, runs_dir
+
+        materialize(state, self.recording.root)
+        report = rollback_run(self.run_id)
+        no_trace = not (runs_dir() / self.run_id).exists() and not (default_backup_root() / self.run_id).exists()
+        if report.exit_code() != 0 and no_trace and unknown_run in str(report.refusal or ""):
+            return judge_log_dir_files(self.original, tree_files(self.log_dir), "after the refused rollback")
+        return self._exit_problems(report, "rollback") + \
+            judge_log_dir_files(self.original, tree_files(self.log_dir), "after the rollback")
+
+
+@dataclass
+class UpgradeJudge(_Judge):
+    """Judges one upgrade crash state three ways: Kafka's loader, a re-run of the same job
+    (inline, same run id), a rollback."""
+
     def rerun(self, state: CrashState) -> list[str]:
         from migration.logdir.validation import validate_paths
         from migration.migrations.upgrade.driver import execute_upgrade
 
         materialize(state, self.recording.root)
         report = execute_upgrade([str(self.log_dir)], options=self.options, engine="inline", run_id=self.run_id)
-        problems = []
-        if report.exit_code() != 0:
-            why = [f"{u.path}: " + "; ".join(str(e) for e in u.errors) for *_, u in report.problem_units()]
-            why += [str(x) for x in (getattr(report, "refusal", None),) if x]
-            problems.append(f"re-run: exit {report.exit_code()}: " + (" | ".join(why)[:1500] or report.status))
+        problems = self._exit_problems(report, "re-run")
         if report.totals.digest_mismatches:
             problems.append(f"re-run: {report.totals.digest_mismatches} digest mismatches")
         try:
@@ -1394,23 +1542,7 @@ class UpgradeJudge:
     def rollback(self, state: CrashState) -> list[str]:
         from migration.migrations.upgrade.driver import rollback_run
 
-        materialize(state, self.recording.root)
-        report = rollback_run(self.run_id)
-        problems = []
-        # A state from before the run's directory was durable holds no trace of the run: kmigrate
-        # cannot tell its id from a mistyped one and refuses it, as for any unknown run (the
-        # log dir must then be untouched, which the file comparison below requires).
-        from migration.settings import default_backup_root, runs_dir
-
-        no_trace = not (runs_dir() / self.run_id).exists() and not (default_backup_root() / self.run_id).exists()
-        if report.exit_code() != 0 and no_trace and "no upgrade job" in str(getattr(report, "refusal", "")):
-            return judge_log_dir_files(self.original, tree_files(self.log_dir), "after the refused rollback")
-        if report.exit_code() != 0:
-            why = [f"{u.path}: " + "; ".join(str(e) for e in u.errors) for *_, u in report.problem_units()]
-            why += [str(x) for x in (getattr(report, "refusal", None),) if x]
-            problems.append(f"rollback: exit {report.exit_code()}: " + (" | ".join(why)[:1500] or report.status))
-        problems += judge_log_dir_files(self.original, tree_files(self.log_dir), "after the rollback")
-        return problems
+        return self._rollback(state, rollback_run, "no upgrade job")
 
 
 # Findings after Kafka's startup that a tier-prepare state must not have (beside the loader's
@@ -1419,7 +1551,7 @@ TIER_FAILURE_PREFIXES = ("SNAPSHOT_", "LEADER_EPOCH_", "PRODUCER_")
 
 
 @dataclass
-class TierJudge:
+class TierJudge(_Judge):
     """Judges one tier-prepare crash state three ways, each on a fresh copy of it: Kafka's
     loader (every record, no segment, index, snapshot or leader-epoch problem but those the
     original log dir had in the very same bytes), a re-run with the same run id (exit 0, then
@@ -1428,25 +1560,7 @@ class TierJudge:
     and every metadata sidecar backed by its objects), and a rollback (every log-dir file back,
     byte for byte). ``store`` is the file store's root, inside the recorded root."""
 
-    recording: Recording
-    log_dir: Path
-    store: Path
-    scratch: Path
-    run_id: str
-    options: Any  # TierOptions
-    expected: dict[str, list[tuple]]
-    original: dict[str, bytes]
-    checks: tuple[str, ...] = ("loader", "rerun", "rollback")
-
-    @property
-    def log_dir_rel(self) -> str:
-        return self.recording.rel(self.log_dir)
-
-    def __call__(self, state: CrashState) -> list[str]:
-        problems: list[str] = []
-        for check in self.checks:
-            problems += getattr(self, check)(state)
-        return problems
+    store: Path = field(kw_only=True)
 
     def _new_problems(self, where: Path, when: str) -> list[str]:
         from migration.logdir.validation import validate_paths
@@ -1464,9 +1578,8 @@ class TierJudge:
         return out
 
     def loader(self, state: CrashState) -> list[str]:
+        problems = super().loader(state)
         view = self.scratch / "kafka-view"
-        materialize(state, self.recording.root, subtree=self.log_dir_rel, dest=view)
-        problems = kafka_load_problems(view, self.expected)
         return [p for p in problems if not p.startswith("after Kafka's startup: ")] + \
             self._new_problems(view, "after Kafka's startup")
 
@@ -1477,11 +1590,9 @@ class TierJudge:
 
         materialize(state, self.recording.root)
         report = execute_tier([str(self.log_dir)], options=self.options, engine="inline", run_id=self.run_id)
-        problems = []
-        if report.exit_code() != 0:
-            why = [f"{u.path}: " + "; ".join(str(e) for e in u.errors) for *_, u in report.problem_units()]
-            why += [str(x) for x in (report.refusal, *[e.message for e in report.errors]) if x]
-            return [f"re-run: exit {report.exit_code()}: " + (" | ".join(why)[:1500] or str(report.status))]
+        problems = self._exit_problems(report, "re-run")
+        if problems:
+            return problems
         res = validate_paths([str(self.log_dir)])
         problems += [f"after the re-run, validate: {f}" for f in res.problems]
         problems += [f"after the re-run, validate: {f}" for f in res.findings if f.code == "LEFTOVER_FILE"]
@@ -1515,17 +1626,5 @@ class TierJudge:
 
     def rollback(self, state: CrashState) -> list[str]:
         from migration.migrations.tier.driver import rollback_tier_run
-        from migration.settings import default_backup_root, runs_dir
 
-        materialize(state, self.recording.root)
-        report = rollback_tier_run(self.run_id)
-        no_trace = not (runs_dir() / self.run_id).exists() and not (default_backup_root() / self.run_id).exists()
-        if report.exit_code() != 0 and no_trace and "no tier-prepare run" in str(report.refusal or ""):
-            return judge_log_dir_files(self.original, tree_files(self.log_dir), "after the refused rollback")
-        problems = []
-        if report.exit_code() != 0:
-            why = [f"{u.path}: " + "; ".join(str(e) for e in u.errors) for *_, u in report.problem_units()]
-            why += [str(x) for x in (report.refusal,) if x]
-            problems.append(f"rollback: exit {report.exit_code()}: " + (" | ".join(why)[:1500] or str(report.status)))
-        problems += judge_log_dir_files(self.original, tree_files(self.log_dir), "after the rollback")
-        return problems
+        return self._rollback(state, rollback_tier_run, "no tier-prepare run")

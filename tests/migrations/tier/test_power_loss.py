@@ -14,12 +14,7 @@ one with a corrupt snapshot the run rebuilds.
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-import tempfile
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,11 +25,9 @@ from migration.migrations.tier.options import TierOptions
 
 from .tiny_dir import build_tier_log_dir
 
-ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.usefixtures("strace_installed")
 JOB = Path(__file__).with_name("tier_job.py")
 RUN_ID = "tier-power-loss"
-STATE_ENV = ("KMIGRATE_OUT", "KMIGRATE_REPORT_ROOT", "KMIGRATE_BACKUP_ROOT", "KMIGRATE_FAULT_AT", "KMIGRATE_FAULT_DIR")
 
 
 @dataclass
@@ -55,35 +48,15 @@ class Run:
 
     def judge(self, recording: pl.Recording | None = None,
               checks: tuple[str, ...] = ("loader", "rerun", "rollback")) -> pl.TierJudge:
-        return pl.TierJudge(recording or self.recording, self.log_dir, self.store, self.scratch, RUN_ID,
-                            self.options(), self.expected, self.original, checks)
+        return pl.TierJudge(recording or self.recording, self.log_dir, self.scratch, RUN_ID, self.options(),
+                            self.expected, self.original, checks, store=self.store)
 
     def argv(self) -> list[str]:
         return [RUN_ID, self.store.as_uri(), str(self.log_dir)]
 
 
-def _env(root: Path) -> dict[str, str]:
-    env = dict(os.environ, KMIGRATE_HOME=str(root / "home"), PYTHONPATH=str(ROOT), KMIGRATE_PROJECT_ROOT=str(ROOT))
-    for key in STATE_ENV:
-        env.pop(key, None)
-    return env
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Iterator[Path]:
-    shm = Path("/dev/shm")
-    base = Path(tempfile.mkdtemp(prefix="kmigrate-tier-power-loss-", dir=shm)) if os.access(shm, os.W_OK) else \
-        tmp_path_factory.mktemp("tier-power-loss")
-    yield base
-    shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture(autouse=True)
-def home_inside_root(monkeypatch, workdir) -> None:
-    """The judge's in-process runs see the traced run's home (the backup root under it)."""
-    for key in STATE_ENV:
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("KMIGRATE_HOME", str(workdir / "root" / "home"))
+workdir = pl.workdir_fixture("kmigrate-tier-power-loss-")
+home_inside_root = pl.home_inside_root_fixture()
 
 
 @pytest.fixture(scope="module")
@@ -95,19 +68,11 @@ def tier_run(workdir) -> Run:
     build_tier_log_dir(log_dir)
     store.mkdir()
     expected = pl._kafka_loader().read_log_dir_records(log_dir)
-    env = _env(root)
+    env = pl.traced_env(root)
     rec = pl.record([sys.executable, str(JOB), RUN_ID, store.as_uri(), str(log_dir)], root, env=env, cwd=scratch)
     assert rec.returncode == 0, rec.stdout[-3000:] + rec.stderr[-3000:]
     return Run(root, log_dir, store, scratch, env, rec, rec.crash_states(), expected,
                rec.initial.files(rec.rel(log_dir)))
-
-
-def _assert_no_failures(recording: pl.Recording, states: list[pl.CrashState], judge, title: str) -> None:
-    t0 = time.monotonic()
-    failures = pl.judge_states(recording, states, judge)
-    print(f"{title}: {len(recording.ops)} operations, {len(states)} states judged in {time.monotonic() - t0:.1f}s, "
-          f"{len(failures)} fail")
-    assert not failures, pl.report(recording, failures, len(states), title=title)
 
 
 def test_power_loss_during_tier_prepare(tier_run) -> None:
@@ -115,20 +80,13 @@ def test_power_loss_during_tier_prepare(tier_run) -> None:
     assert len(run.recording.ops) > 100 and any(st.model == pl.POSIX for st in run.states)
     names = {n for st in run.states for n in st.names(run.recording.rel(run.log_dir))}
     assert any(n.endswith(".snapshot.kmigrate.tmp") for n in names)  # states mid snapshot write are among them
-    _assert_no_failures(run.recording, run.states, run.judge(), "power loss during tier-prepare")
+    pl.assert_no_failures(run.recording, run.states, run.judge(), "power loss during tier-prepare")
 
 
 def test_the_harness_finds_missing_directory_fsyncs(tier_run) -> None:
-    """The same run with every fsync of a directory made a no-op: the POSIX model must find
-    states that fail (the ext4-ordered model cannot: it keeps entries without fsyncs)."""
+    """The same run with every fsync of a directory made a no-op: the POSIX model must find a
+    state that loses or breaks data, and the judge must not break on the states before it (the
+    ext4-ordered model cannot fail: it keeps entries without fsyncs)."""
     run = tier_run
-    pl.materialize(run.recording.initial, run.root)
-    argv = pl.without_directory_fsyncs(JOB, run.scratch / "no_dir_fsync.py")
-    rec = pl.record([*argv, *run.argv()], run.root, env=run.env, cwd=run.scratch)
-    assert rec.returncode == 0, rec.stderr[-3000:]
-    assert not [op for op in rec.ops if op.kind == "fsync" and rec.kind[op.inode] == "d"]
-    last = range(len(rec.ops) - 60, len(rec.ops) + 1)
-    posix = [st for st in rec.crash_states((pl.POSIX,), points=last) if st.lost]
-    failures = pl.judge_states(rec, reversed(posix), run.judge(rec), stop_at_first=True)
-    assert failures, "no POSIX crash state fails although no directory is ever fsynced"
-    print(pl.report(rec, failures, len(posix), title="without directory fsyncs (expected to fail)"))
+    pl.assert_finds_missing_directory_fsyncs(run.recording.initial, JOB, run.argv(), run.root, run.env, run.scratch,
+                                             run.judge, last=60)

@@ -10,12 +10,7 @@ clean."""
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
-import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from support import powerloss as pl
@@ -23,18 +18,9 @@ from support import powerloss as pl
 from migration.logdir.validation import validate_paths
 from migration.migrations.unify import UnifyOptions, execute_unify
 
-ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.usefixtures("strace_installed")
-STATE_ENV = ("KMIGRATE_OUT", "KMIGRATE_REPORT_ROOT", "KMIGRATE_BACKUP_ROOT", "KMIGRATE_FAULT_AT")
-
-
-@pytest.fixture
-def workdir(tmp_path) -> Iterator[Path]:
-    shm = Path("/dev/shm")
-    base = Path(tempfile.mkdtemp(prefix="kmigrate-power-loss-", dir=shm)) if os.access(shm, os.W_OK) else tmp_path
-    yield base
-    if base != tmp_path:
-        shutil.rmtree(base, ignore_errors=True)
+workdir = pl.workdir_fixture("kmigrate-power-loss-", scope="function")
+home_inside_root = pl.home_inside_root_fixture("_isolated_out")
 
 
 def _inputs(kraft, dynamic: bool) -> tuple[bytes, bytes | None]:
@@ -44,18 +30,14 @@ def _inputs(kraft, dynamic: bool) -> tuple[bytes, bytes | None]:
 
 
 @pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic-quorum", "static-quorum"])
-def test_power_loss_during_unify_bootstrap(workdir, kraft, monkeypatch, _isolated_out, dynamic) -> None:
+def test_power_loss_during_unify_bootstrap(workdir, kraft, dynamic) -> None:
     root, scratch = workdir / "root", workdir / "scratch"
     scratch.mkdir()
     boot, old_zero = _inputs(kraft, dynamic)
     ctl = kraft.make_metadata_dir(root / "ctl", boot=boot, zero=old_zero)
     mdir = ctl / kraft.METADATA_DIR
     backups = root / "backups"
-    env = dict(os.environ, KMIGRATE_HOME=str(root / "home"), PYTHONPATH=str(ROOT), KMIGRATE_PROJECT_ROOT=str(ROOT))
-    for key in STATE_ENV:
-        env.pop(key, None)
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("KMIGRATE_HOME", env["KMIGRATE_HOME"])
+    env = pl.traced_env(root)
     rec = pl.record([sys.executable, "-m", "migration", "unify-bootstrap", str(ctl), "--engine", "inline",
                      "--backup-root", str(backups)], root, env=env, cwd=scratch)
     assert rec.returncode == 0, rec.stdout + rec.stderr
@@ -103,7 +85,4 @@ def test_power_loss_during_unify_bootstrap(workdir, kraft, monkeypatch, _isolate
 
     states = rec.crash_states()
     assert any(st.model == pl.POSIX for st in states)
-    t0 = time.monotonic()
-    failures = pl.judge_states(rec, states, judge)
-    print(f"unify-bootstrap: {len(states)} states judged in {time.monotonic() - t0:.1f}s, {len(failures)} fail")
-    assert not failures, pl.report(rec, failures, len(states), title="power loss during unify-bootstrap")
+    pl.assert_no_failures(rec, states, judge, "power loss during unify-bootstrap")

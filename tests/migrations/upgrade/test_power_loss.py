@@ -15,14 +15,9 @@ re-runs and rollbacks fsync a hundred times each.
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
 import sys
-import tempfile
 import textwrap
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +33,6 @@ from migration.formats.kafka_uuid import Uuid
 from migration.formats.meta_properties import MetaProperties
 from migration.migrations.upgrade.driver import UpgradeOptions
 
-ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.usefixtures("strace_installed")
 CRASH_JOB = Path(__file__).with_name("crash_job.py")
 RUN_ID = "power-loss"
@@ -90,30 +84,8 @@ class Run:
                                self.expected, self.original, checks)
 
 
-def _env(root: Path) -> dict[str, str]:
-    env = dict(os.environ, KMIGRATE_HOME=str(root / "home"), PYTHONPATH=str(ROOT), KMIGRATE_PROJECT_ROOT=str(ROOT))
-    for key in ("KMIGRATE_OUT", "KMIGRATE_REPORT_ROOT", "KMIGRATE_BACKUP_ROOT", "KMIGRATE_FAULT_AT"):
-        env.pop(key, None)
-    return env
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Iterator[Path]:
-    shm = Path("/dev/shm")
-    base = Path(tempfile.mkdtemp(prefix="kmigrate-power-loss-", dir=shm)) if os.access(shm, os.W_OK) else \
-        tmp_path_factory.mktemp("power-loss")
-    yield base
-    shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture(autouse=True)
-def home_inside_root(monkeypatch, workdir, private_out) -> None:
-    """The judge's in-process runs see the traced run's home (the backup root under it)."""
-    for key, value in _env(workdir / "root").items():
-        if key.startswith("KMIGRATE"):
-            monkeypatch.setenv(key, value)
-    for key in ("KMIGRATE_OUT", "KMIGRATE_REPORT_ROOT", "KMIGRATE_BACKUP_ROOT", "KMIGRATE_FAULT_AT"):
-        monkeypatch.delenv(key, raising=False)
+workdir = pl.workdir_fixture("kmigrate-power-loss-")
+home_inside_root = pl.home_inside_root_fixture("private_out")
 
 
 @pytest.fixture(scope="module")
@@ -125,19 +97,11 @@ def inline_run(workdir) -> Run:
     log_dir = root / "kafka-logs"
     build_log_dir(log_dir)
     expected = read_log_dir_records(log_dir)
-    env = _env(root)
+    env = pl.traced_env(root)
     rec = pl.record([sys.executable, str(CRASH_JOB), RUN_ID, "v2", str(SEGMENT_BYTES), str(log_dir)], root,
                     env=env, cwd=scratch)
     assert rec.returncode == 0, rec.stderr[-3000:]
     return Run(root, log_dir, scratch, env, rec, rec.crash_states(), expected, rec.initial.files("kafka-logs"))
-
-
-def _assert_no_failures(run: Run, recording: pl.Recording, states: list[pl.CrashState], judge, title: str) -> None:
-    t0 = time.monotonic()
-    failures = pl.judge_states(recording, states, judge)
-    elapsed = time.monotonic() - t0
-    print(f"{title}: {len(states)} states judged in {elapsed:.1f}s, {len(failures)} fail")
-    assert not failures, pl.report(recording, failures, len(states), title=title)
 
 
 def _mid_run(run: Run) -> pl.CrashState:
@@ -156,7 +120,7 @@ def _mid_run(run: Run) -> pl.CrashState:
 def test_power_loss_during_the_upgrade(inline_run) -> None:
     run = inline_run
     assert len(run.recording.ops) > 100 and any(st.model == pl.POSIX for st in run.states)
-    _assert_no_failures(run, run.recording, run.states, run.judge(), "power loss during upgrade --to v2")
+    pl.assert_no_failures(run.recording, run.states, run.judge(), "power loss during upgrade --to v2")
 
 
 def test_power_loss_during_a_rerun(inline_run) -> None:
@@ -167,8 +131,7 @@ def test_power_loss_during_a_rerun(inline_run) -> None:
                     env=run.env, cwd=run.scratch)
     assert rec.returncode == 0, rec.stderr[-3000:]
     states = rec.crash_states()
-    _assert_no_failures(run, rec, states, run.judge(rec),
-                        f"power loss during a re-run started from {start.label()}")
+    pl.assert_no_failures(rec, states, run.judge(rec), f"power loss during a re-run started from {start.label()}")
 
 
 def test_power_loss_during_a_rollback(inline_run) -> None:
@@ -185,26 +148,18 @@ def test_power_loss_during_a_rollback(inline_run) -> None:
     assert pl.tree_files(run.log_dir) == run.original
     states = rec.crash_states()
     # Every state loads with every record once, and a second rollback finishes the first.
-    _assert_no_failures(run, rec, states, run.judge(rec, ("loader", "rollback")),
-                        f"power loss during a rollback started from {start.label()}")
+    pl.assert_no_failures(rec, states, run.judge(rec, ("loader", "rollback")),
+                          f"power loss during a rollback started from {start.label()}")
 
 
 def test_the_harness_finds_missing_directory_fsyncs(inline_run) -> None:
     """The same upgrade with every fsync of a directory made a no-op: the POSIX model must find
-    states that fail (the ext4-ordered model cannot: it keeps entries without fsyncs)."""
+    a state that loses or breaks data, and the judge must not break on the states before it
+    (the ext4-ordered model cannot fail: it keeps entries without fsyncs)."""
     run = inline_run
-    pl.materialize(run.recording.initial, run.root)
-    argv = pl.without_directory_fsyncs(CRASH_JOB, run.scratch / "no_dir_fsync.py")
-    rec = pl.record([*argv, RUN_ID, "v2", str(SEGMENT_BYTES), str(run.log_dir)], run.root, env=run.env,
-                    cwd=run.scratch)
-    assert rec.returncode == 0, rec.stderr[-3000:]
-    assert not [op for op in rec.ops if op.kind == "fsync" and rec.kind[op.inode] == "d"]
-    last = range(len(rec.ops) - 40, len(rec.ops) + 1)
-    posix = [st for st in rec.crash_states((pl.POSIX,), points=last) if st.lost]
-    # Late states first: by then a replacement is complete and everything rests on entries.
-    failures = pl.judge_states(rec, reversed(posix), run.judge(rec), stop_at_first=True)
-    assert failures, "no POSIX crash state fails although no directory is ever fsynced"
-    print(pl.report(rec, failures, len(posix), title="without directory fsyncs (expected to fail)"))
+    pl.assert_finds_missing_directory_fsyncs(run.recording.initial, CRASH_JOB,
+                                             [RUN_ID, "v2", str(SEGMENT_BYTES), str(run.log_dir)], run.root, run.env,
+                                             run.scratch, run.judge, last=40)
 
 
 @pytest.mark.slow
@@ -224,4 +179,4 @@ def test_power_loss_during_a_spark_upgrade(inline_run) -> None:
     assert rec.returncode == 0, rec.stderr[-3000:]
     assert any(op.pid != rec.ops[0].pid for op in rec.ops), "no file operation came from a Spark worker"
     states = rec.crash_states()
-    _assert_no_failures(run, rec, states, run.judge(rec, ("loader", "rerun")), "power loss during a Spark upgrade")
+    pl.assert_no_failures(rec, states, run.judge(rec, ("loader", "rerun")), "power loss during a Spark upgrade")
