@@ -35,6 +35,9 @@ cdef object _lz4_decompress_block_into = _cramjam.lz4.decompress_block_into
 cdef bytes _SNAPPY_HEADER = _codecs.SNAPPY_XERIAL_HEADER
 cdef bytes _LZ4_HEADER = _codecs.LZ4_HEADER
 cdef bytes _LZ4_HEADER_V0 = _codecs.LZ4_HEADER_V0
+cdef Py_ssize_t _snappy_max_expansion = _codecs.SNAPPY_MAX_EXPANSION
+cdef Py_ssize_t _snappy_block_size = _codecs.SNAPPY_BLOCK_SIZE
+cdef object _lz4_buffers = _codecs._lz4_buffers  # the framing's thread-local scratch, shared
 
 cdef enum:
     SNAPPY_MAGIC_LENGTH = 8            # 0x82 "SNAPPY" 0x00
@@ -89,7 +92,7 @@ def snappy_decompress(data):
                 length = d[SNAPPY_BLOCK_AT]
             elif d[SNAPPY_BLOCK_AT + 1] < 0x80:
                 length = (d[SNAPPY_BLOCK_AT] & 0x7F) | (<Py_ssize_t>d[SNAPPY_BLOCK_AT + 1] << 7)
-            one_block = 0 <= length <= _codecs.SNAPPY_MAX_EXPANSION * (end - SNAPPY_BLOCK_AT)
+            one_block = 0 <= length <= _snappy_max_expansion * (end - SNAPPY_BLOCK_AT)
     finally:
         PyBuffer_Release(&v)
     view = memoryview(data)
@@ -109,7 +112,7 @@ def snappy_compress(data):
     cdef Py_ssize_t n = len(data)
     cdef unsigned char *w
     cdef object out
-    if not 0 < n <= _codecs.SNAPPY_BLOCK_SIZE:
+    if not 0 < n <= _snappy_block_size:
         return _codecs.snappy_compress_py(data)
     block = _snappy_compress_raw(data)
     get_view(block, &v)
@@ -150,7 +153,7 @@ def lz4_decompress(data, int magic):
     view = memoryview(data)
     if not one_block:
         return _codecs._lz4_frame(view, magic)
-    scratch = getattr(_codecs._lz4_buffers, "kafka", None) or _codecs._lz4_scratch(LZ4_MAX_BLOCK)
+    scratch = getattr(_lz4_buffers, "kafka", None) or _codecs._lz4_scratch(LZ4_MAX_BLOCK)
     try:
         size = _lz4_decompress_block_into(view[LZ4_BLOCK_AT : end - LZ4_END_MARK_LENGTH], scratch)
     except Exception as exc:
@@ -507,19 +510,19 @@ CODECS = _codecs.Codecs(
     snappy_decompress=snappy_decompress, snappy_compress=snappy_compress,
     lz4_decompress=lz4_decompress, lz4_compress=lz4_compress,
     gzip_library=gzip_library())
-cdef object _CODECS = CODECS
 
 
 # What compression.decompress and compress dispatch to, for the other modules of the core, without
 # building the Compression member on every wrapper: snappy and LZ4 framed here, gzip by the gzip
-# pair of :data:`CODECS` looked up at each call (a test may swap it), zstd by compression.py.
+# pair compression.py's names are bound to (the active core's, :data:`CODECS` here) looked up at
+# each call (a test may swap it), zstd by compression.py.
 cdef object codec_decompress(int codec, object data, int magic):
     if codec == 2:
         return snappy_decompress(data)
     if codec == 3:
         return lz4_decompress(data, magic)
     if codec == 1:
-        return _CODECS.gzip_decompress(data)
+        return _codecs.gzip_decompress(data)
     return _codecs.decompress(_codecs.Compression(codec), data, magic)
 
 
@@ -529,5 +532,5 @@ cdef object codec_compress(int codec, object data, int magic):
     if codec == 3:
         return lz4_compress(data, magic)
     if codec == 1:
-        return _CODECS.gzip_compress(data)
+        return _codecs.gzip_compress(data)
     return _codecs.compress(_codecs.Compression(codec), data, magic)

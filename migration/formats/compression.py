@@ -23,11 +23,11 @@ at Kafka's default level, zlib standing in for either when its package cannot be
 functions that run are chosen once into a :class:`Codecs` object per record core:
 :data:`PYTHON_CODECS` here, and the compiled core's (``_ccompression.CODECS``), whose gzip pair
 calls libdeflate (the deflate package's copy) from C and hands every stream it does not take,
-and every error, to this module's reader; ``core.py`` makes the active core's object the one
-:func:`compress` and :func:`decompress` use (:func:`activate`; :func:`codec_libraries` says
-which run). snappy, lz4 and zstd are cramjam's raw block calls, framed here (and for one-block
-frames in the compiled core). Kafka needs any valid gzip stream, not zlib's bytes: its reader is
-``GZIPInputStream`` (GzipCompression.java).
+and every error, to this module's reader; ``core.py`` binds the active core's functions to this
+module's codec names (:func:`activate`), which :func:`compress` and :func:`decompress` call
+(:func:`codec_libraries` says which run). snappy, lz4 and zstd are cramjam's raw block calls,
+framed here (and for one-block frames in the compiled core). Kafka needs any valid gzip stream,
+not zlib's bytes: its reader is ``GZIPInputStream`` (GzipCompression.java).
 
 Source of the facts: docs/formats.md §1.8.
 """
@@ -35,12 +35,10 @@ Source of the facts: docs/formats.md §1.8.
 from __future__ import annotations
 
 import struct
-import sys
 import threading
-import types
 import zlib
 from collections.abc import Callable
-from typing import Protocol, cast
+from typing import Protocol
 
 import cramjam
 import xxhash
@@ -426,8 +424,8 @@ class Codecs:
     """The codec functions one record core runs, chosen once when it is built: the gzip pair,
     the snappy and LZ4 framing, and what the gzip pair calls from C (``gzip_library``:
     ``"libdeflate"``, or None for the Python pair). :data:`PYTHON_CODECS` is the Python core's;
-    the compiled core fills its own (``_ccompression.CODECS``). :func:`activate` makes one the
-    one :func:`compress` and :func:`decompress` use."""
+    the compiled core fills its own (``_ccompression.CODECS``). :func:`activate` binds one's
+    functions to the module's names, which :func:`compress` and :func:`decompress` call."""
 
     __slots__ = ("gzip_compress", "gzip_decompress", "gzip_library", "lz4_compress", "lz4_decompress",
                  "snappy_compress", "snappy_decompress")
@@ -451,52 +449,30 @@ class Codecs:
 PYTHON_CODECS = Codecs(gzip_decompress=gzip_decompress_py, gzip_compress=gzip_compress_py,
                        snappy_decompress=snappy_decompress_py, snappy_compress=snappy_compress_py,
                        lz4_decompress=lz4_decompress_py, lz4_compress=lz4_compress_py)
-_active = PYTHON_CODECS
 
-
-def activate(codecs: Codecs) -> None:
-    """Make ``codecs`` the functions :func:`compress` and :func:`decompress` call (``core.py``,
-    with the record core it selects)."""
-    global _active
-    _active = codecs
-
-
-def active() -> Codecs:
-    """The :class:`Codecs` that run."""
-    return _active
-
-
-# The active object's functions under this module's names, for callers and tests that name them
-# (``compression.gzip_decompress``): properties of the module's class that read through to it and
-# set on it (a test's monkeypatch), never globals rebound.
+# The active core's codec functions, bound as this module's globals by :func:`activate` (read by
+# :func:`compress`, :func:`decompress` and the compiled core at each call, so a test may swap one).
 gzip_decompress: Callable[[Data], bytes]
 gzip_compress: Callable[[Data], bytes]
 snappy_decompress: Callable[[Data], bytes]
 snappy_compress: Callable[[Data], bytes]
 lz4_decompress: Callable[[Data, int], bytes]
 lz4_compress: Callable[[Data, int], bytes]
+_gzip_library: str | None
 
 
-def _active_codec(name: str) -> property:
-    def get(_module: types.ModuleType) -> Callable[..., bytes]:
-        return cast(Callable[..., bytes], getattr(_active, name))  # a Codecs field: a codec function
-
-    def put(_module: types.ModuleType, function: Callable[..., bytes]) -> None:
-        setattr(_active, name, function)
-
-    return property(get, put, doc=f"The active Codecs' {name}.")
-
-
-class _CompressionModule(types.ModuleType):
-    gzip_decompress = _active_codec("gzip_decompress")
-    gzip_compress = _active_codec("gzip_compress")
-    snappy_decompress = _active_codec("snappy_decompress")
-    snappy_compress = _active_codec("snappy_compress")
-    lz4_decompress = _active_codec("lz4_decompress")
-    lz4_compress = _active_codec("lz4_compress")
+def activate(codecs: Codecs) -> None:
+    """Bind ``codecs``' functions to this module's names, which :func:`compress` and
+    :func:`decompress` call (``core.py``, with the record core it selects)."""
+    global gzip_decompress, gzip_compress, snappy_decompress, snappy_compress, lz4_decompress, lz4_compress
+    global _gzip_library
+    gzip_decompress, gzip_compress = codecs.gzip_decompress, codecs.gzip_compress
+    snappy_decompress, snappy_compress = codecs.snappy_decompress, codecs.snappy_compress
+    lz4_decompress, lz4_compress = codecs.lz4_decompress, codecs.lz4_compress
+    _gzip_library = codecs.gzip_library
 
 
-sys.modules[__name__].__class__ = _CompressionModule
+activate(PYTHON_CODECS)
 
 
 # ---------------------------------------------------------------- dispatch
@@ -507,11 +483,11 @@ _GZIP, _SNAPPY, _LZ4, _ZSTD = Compression.GZIP, Compression.SNAPPY, Compression.
 
 def compress(codec: Compression, data: Data, magic: int) -> bytes:
     if codec is _GZIP:
-        return _active.gzip_compress(data)
+        return gzip_compress(data)
     if codec is _SNAPPY:
-        return _active.snappy_compress(data)
+        return snappy_compress(data)
     if codec is _LZ4:
-        return _active.lz4_compress(data, magic)
+        return lz4_compress(data, magic)
     if codec is _ZSTD:
         if magic < MAGIC_V2:
             raise UnsupportedCodecError("zstd is not allowed below magic 2", found="zstd")
@@ -523,11 +499,11 @@ def decompress(codec: Compression, data: Data, magic: int) -> bytes:
     """Decompress a wrapper value (v0/v1) or the records of a v2 batch. Positions in raised
     errors are relative to ``data``."""
     if codec is _GZIP:
-        return _active.gzip_decompress(data)
+        return gzip_decompress(data)
     if codec is _SNAPPY:
-        return _active.snappy_decompress(data)
+        return snappy_decompress(data)
     if codec is _LZ4:
-        return _active.lz4_decompress(data, magic)
+        return lz4_decompress(data, magic)
     if codec is _ZSTD:
         return zstd_decompress(data)
     raise UnsupportedCodecError("cannot decompress with codec", found=codec)
@@ -540,7 +516,7 @@ def codec_libraries() -> dict[str, str]:
     cram = f"cramjam {cramjam.__version__}"
     isal_name = None if isal is None else f"isal {isal.__version__} (ISA-L {isal.ISAL_VERSION})"
     libdeflate_name = None if deflate is None else f"libdeflate (deflate {deflate.__version__})"
-    gunzip, gzip, compiled = _active.gzip_decompress, _active.gzip_compress, _active.gzip_library
+    gunzip, gzip, compiled = gzip_decompress, gzip_compress, _gzip_library
     reader = isal_name if gunzip is gzip_decompress_isal and isal_name else zlib_name
     writer = f"{libdeflate_name if gzip is gzip_compress_libdeflate and libdeflate_name else zlib_name}, " \
              f"level {GZIP_LEVEL}"
