@@ -20,10 +20,11 @@ power cut after the log dir's replacement must never lose the only copy of the o
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -32,6 +33,7 @@ from migration.migrations.common.checksum import (
     CURRENT_FILE_CHECKSUM,
     FileChecksumAlgorithm,
     file_checksum,
+    file_hasher,
     file_matches,
     from_version_1,
 )
@@ -99,6 +101,34 @@ def fingerprint(path: Path) -> BackupFile:
 
 def run_backup_dir(backup_root: str | os.PathLike[str], run_id: str) -> Path:
     return Path(backup_root) / run_id
+
+
+def partition_key(partition_dir: Path) -> str:
+    """A partition directory's name in a run's backups, ``<name>.<12 hex digits>``: one log dir
+    holds a partition only once, but a run may span several log dirs (the digits name the path)."""
+    return f"{partition_dir.name}.{hashlib.sha256(str(partition_dir).encode()).hexdigest()[:12]}"
+
+
+def restore_original(target: Path, kept: Path, f: BackupFile, tmp_suffix: str) -> Literal["bytes", "mtime"] | None:
+    """Put ``target`` back as it was before the run, from its original ``kept`` (checked against
+    ``f`` first: a ``ValueError`` when it differs): the bytes, durably, with ``f``'s mtime set
+    before the fsync, or only the mtime when the bytes are the original's already. Idempotent;
+    returns what it put back ("bytes" with the mtime, or the "mtime"), None when ``target`` was
+    as before the run already."""
+    data = kept.read_bytes()
+    h = file_hasher(f.checksum_algorithm)
+    h.update(data)
+    if len(data) != f.size or h.hexdigest() != f.checksum:
+        raise ValueError(f"{kept}: content differs from its manifest")
+    times = (f.mtime_ns, f.mtime_ns)
+    if not target.exists() or target.read_bytes() != data:
+        durable_replace(target, data, tmp_suffix=tmp_suffix, times_ns=times)
+        return "bytes"
+    if target.stat().st_mtime_ns != f.mtime_ns:
+        os.utime(target, ns=times)
+        fsync_file(target)
+        return "mtime"
+    return None
 
 
 def link_or_copy(src: Path, dst: Path) -> bool:

@@ -32,8 +32,10 @@ from pydantic import Field
 
 from migration.formats import names
 from migration.formats.checkpoint_files import EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile
-from migration.formats.fileio import durable_mkdir, durable_replace, durable_unlink, fsync_file
+from migration.formats.fileio import durable_mkdir, durable_replace, durable_unlink
 from migration.logdir.findings import FindingCode
+from migration.migrations.common.backup import BackupFile, partition_key, restore_original
+from migration.migrations.common.checksum import FileChecksumAlgorithm
 from migration.runtime.documents import RunDocument
 from migration.runtime.faults import fault_point
 
@@ -113,9 +115,7 @@ def plan_assignment(partition_dir: Path) -> EpochAssignment | None:
 
 
 def _manifest_path(backup_dir: Path, partition_dir: Path) -> Path:
-    # one log dir may hold the same partition only once; a run may span several log dirs
-    key = hashlib.sha256(str(partition_dir).encode()).hexdigest()[:12]
-    return backup_dir / f"{partition_dir.name}.{key}.json"
+    return backup_dir / f"{partition_key(partition_dir)}.json"
 
 
 def assign_leader_epoch(partition_dir: Path, *, backup_dir: Path | None = None) -> EpochAssignment | None:
@@ -154,22 +154,17 @@ def assignments(backup_dir: Path) -> list[tuple[Path, EpochAssignment]]:
     return sorted(((p, read_assignment(p)) for p in backup_dir.glob("*.json")), key=lambda t: t[1].partition_dir)
 
 
-def restore_leader_epoch(manifest: Path) -> EpochAssignment:
+def restore_leader_epoch(manifest: Path) -> bool:
     """Put the partition's leader-epoch-checkpoint back as it was before the run: the original
-    bytes and mtime, or no file when there was none. Idempotent."""
+    bytes and mtime, or no file when there was none. Idempotent; returns whether it changed
+    anything."""
     a = read_assignment(manifest)
     path = Path(a.partition_dir) / names.LEADER_EPOCH_CHECKPOINT_FILE
     if a.before is None:
-        durable_unlink(path)
-        return a
-    original = manifest.with_suffix(".original").read_bytes()
-    if hashlib.sha256(original).hexdigest() != a.original_sha256:
-        raise ValueError(f"{manifest.with_suffix('.original')}: content differs from its manifest")
-    times = None if a.original_mtime_ns is None else (a.original_mtime_ns, a.original_mtime_ns)
-    if not path.exists() or path.read_bytes() != original:
-        # the mtime set before the fsync, so it is as durable as the bytes
-        durable_replace(path, original, tmp_suffix=names.TMP_FILE_SUFFIX, times_ns=times)
-    elif times is not None and path.stat().st_mtime_ns != times[1]:
-        os.utime(path, ns=times)
-        fsync_file(path)
-    return a
+        return bool(durable_unlink(path))
+    kept = manifest.with_suffix(".original")
+    if a.original_sha256 is None or a.original_mtime_ns is None:
+        raise ValueError(f"{manifest}: names no checksum or mtime of the original")
+    original = BackupFile(name=path.name, size=kept.stat().st_size, mtime_ns=a.original_mtime_ns,
+                          checksum=a.original_sha256, checksum_algorithm=FileChecksumAlgorithm.SHA256)
+    return restore_original(path, kept, original, names.TMP_FILE_SUFFIX) is not None

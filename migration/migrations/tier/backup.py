@@ -13,7 +13,9 @@ default, as the upgrade's backups: ``settings.default_backup_root``):
 - ``partitions/<partition>.<key>.json``: per partition a manifest (:class:`PartitionBackup`):
   where the partition lives, the files the run creates (``created``: listed, durably, BEFORE
   the first of them is written, so a power cut at any point leaves no file of the run that the
-  manifest does not name) and the files it replaces (``replaced``: name, size, mtime, SHA-256);
+  manifest does not name) and the files it replaces (``replaced``: name, size, mtime, checksum
+  with its algorithm, as the upgrade's backups record them: :class:`..common.backup.BackupFile`;
+  SHA-256 in a version-1 manifest, still verified);
 - ``partitions/<partition>.<key>/``: the originals of the replaced files (hard links, copies
   across file systems), fsynced into their directory before the manifest names them, and the
   manifest made durable before the file is replaced.
@@ -25,22 +27,21 @@ the run's directory, not its job.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from migration.formats.fileio import durable_mkdir, fsync_dir
-from migration.migrations.common.backup import link_or_copy, run_backup_dir
+from migration.migrations.common.backup import BackupFile, fingerprint, link_or_copy, partition_key, run_backup_dir
 from migration.migrations.common.leader_epoch import EPOCH_BACKUP_DIR
 from migration.runtime.documents import RunDocument
 from migration.runtime.faults import fault_point
 
 TIER_BACKUP_DIR = "tier"
 PARTITIONS_DIR = "partitions"
-PARTITION_BACKUP_VERSION = 1
+PARTITION_BACKUP_VERSION = 2  # 2: checksums name their algorithm (BLAKE3); 1: ``sha256``
 
 
 def tier_backup_dir(backup_root: str | os.PathLike[str], run_id: str) -> Path:
@@ -52,15 +53,8 @@ def epoch_backup_dir(tier_dir: str | os.PathLike[str]) -> Path:
     return Path(tier_dir) / EPOCH_BACKUP_DIR
 
 
-class ReplacedFile(BaseModel):
-    name: str
-    size: int
-    mtime_ns: int
-    sha256: str
-
-
 class PartitionBackup(RunDocument):
-    """One partition's manifest of a tier-prepare run."""
+    """One partition's manifest of a tier-prepare run (version 1: SHA-256 checksums in ``sha256``)."""
 
     VERSION: ClassVar[int] = PARTITION_BACKUP_VERSION
     NAME: ClassVar[str] = "tier-prepare backup manifest"
@@ -72,16 +66,12 @@ class PartitionBackup(RunDocument):
     partition: int
     created: list[str] = Field(default_factory=list, description="Files the run creates in the partition "
                                "directory (none existed before it), listed before the first is written")
-    replaced: list[ReplacedFile] = Field(default_factory=list, description="Files the run replaces; their "
+    replaced: list[BackupFile] = Field(default_factory=list, description="Files the run replaces; their "
                                          "originals are in the directory beside this manifest")
 
 
-def _key(partition_dir: Path) -> str:
-    return f"{partition_dir.name}.{hashlib.sha256(str(partition_dir).encode()).hexdigest()[:12]}"
-
-
 def manifest_path(tier_dir: str | os.PathLike[str], partition_dir: Path) -> Path:
-    return Path(tier_dir) / PARTITIONS_DIR / f"{_key(partition_dir)}.json"
+    return Path(tier_dir) / PARTITIONS_DIR / f"{partition_key(partition_dir)}.json"
 
 
 def originals_dir(manifest: Path) -> Path:
@@ -95,14 +85,6 @@ def partition_backups(tier_dir: str | os.PathLike[str]) -> list[tuple[Path, Part
     if not d.is_dir():
         return []
     return sorted(((p, PartitionBackup.read(p)) for p in d.glob("*.json")), key=lambda t: t[1].partition_dir)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 class PartitionBackups:
@@ -142,11 +124,11 @@ class PartitionBackups:
         keep = durable_mkdir(originals_dir(self.manifest))
         dst = keep / path.name
         dst.unlink(missing_ok=True)  # an earlier attempt's, never named by the manifest
-        link_or_copy(path, dst)
+        linked = link_or_copy(path, dst)
         fsync_dir(keep)
-        st = path.stat()
-        self.doc.replaced.append(ReplacedFile(name=path.name, size=st.st_size, mtime_ns=st.st_mtime_ns,
-                                              sha256=_sha256(path)))
+        original = fingerprint(path)
+        original.linked = linked
+        self.doc.replaced.append(original)
         self._save()
 
     def will_rewrite(self, paths: list[Path]) -> None:

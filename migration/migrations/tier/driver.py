@@ -30,7 +30,6 @@ segment, Kafka's field names); docs/operations.md says how an operator publishes
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import secrets
@@ -54,7 +53,8 @@ from migration.audit.model import (
 )
 from migration.audit.store import ReportStore
 from migration.formats import names
-from migration.formats.fileio import durable_replace, durable_unlink, fsync_file
+from migration.formats.fileio import durable_replace, durable_unlink
+from migration.migrations.common.backup import restore_original
 from migration.migrations.common.index_repair import TMP_SUFFIX as INDEX_REPAIR_SUFFIX
 from migration.migrations.common.leader_epoch import assignments, restore_leader_epoch
 from migration.migrations.tier import layout
@@ -346,12 +346,10 @@ def _rollback_partition(report: RunReport, pdir: Path, what: dict[str, Any]) -> 
         if epoch is not None:
             manifest, a = epoch
             path = pdir / names.LEADER_EPOCH_CHECKPOINT_FILE
-            before = (path.read_bytes() if path.exists() else None, path.stat().st_mtime_ns if path.exists() else None)
-            restore_leader_epoch(manifest)
+            restored = restore_leader_epoch(manifest)
             # a killed write of the checkpoint (Kafka's CheckpointFile name) is no original either
             durable_unlink(path.with_name(path.name + names.TMP_FILE_SUFFIX))
-            after = (path.read_bytes() if path.exists() else None, path.stat().st_mtime_ns if path.exists() else None)
-            if before != after:
+            if restored:
                 done.append(f"{path.name} restored" + (" (no file)" if a.before is None else ""))
     except (OSError, ValueError) as exc:
         report.add_unit(broker_id, topic, partition, UnitResult(
@@ -371,18 +369,12 @@ def _restore_files(pdir: Path, manifest: Path, doc: PartitionBackup) -> list[str
     done: list[str] = []
     keep = originals_dir(manifest)
     for f in doc.replaced:
-        data = (keep / f.name).read_bytes()
-        if hashlib.sha256(data).hexdigest() != f.sha256:
-            raise ValueError(f"{keep / f.name}: content differs from its manifest {manifest}")
-        target = pdir / f.name
-        times = (f.mtime_ns, f.mtime_ns)
-        if not target.exists() or target.read_bytes() != data:
-            durable_replace(target, data, tmp_suffix=SNAPSHOT_TMP_SUFFIX, times_ns=times)
-            done.append(f"{f.name} restored")
-        elif target.stat().st_mtime_ns != f.mtime_ns:
-            os.utime(target, ns=times)
-            fsync_file(target)
-            done.append(f"{f.name}'s mtime restored")
+        try:
+            did = restore_original(pdir / f.name, keep / f.name, f, SNAPSHOT_TMP_SUFFIX)
+        except ValueError as exc:
+            raise ValueError(f"{exc} {manifest}") from None
+        if did is not None:
+            done.append(f"{f.name} restored" if did == "bytes" else f"{f.name}'s mtime restored")
     replaced = {f.name for f in doc.replaced}
     created = [pdir / n for n in doc.created if n not in replaced]
     temporaries = [pdir / (n + SNAPSHOT_TMP_SUFFIX) for n in [*doc.created, *replaced]]

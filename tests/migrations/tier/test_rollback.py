@@ -179,3 +179,26 @@ def test_kmigrate_rollback_of_a_tier_run(setup):
     r = _kmigrate(setup, "rollback", RUN_ID, "--backup-root", str(setup.home / "backups"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert len([line for line in r.stdout.splitlines() if line.startswith("ok ")]) == 3
+
+
+def test_a_version_1_manifest_with_sha256_checksums_still_rolls_back(setup):
+    """Manifests before version 2 recorded a replaced file's ``sha256``; a later kmigrate checks
+    it as SHA-256 and restores from it."""
+    import hashlib
+    import json
+
+    setup.run()
+    manifests = sorted((setup.home / "backups" / RUN_ID / "tier" / "partitions").glob("*.json"))
+    replaced = 0
+    for m in manifests:
+        doc = json.loads(m.read_text())
+        keep = m.with_suffix("")
+        for f in doc["replaced"]:
+            f.pop("checksum"), f.pop("checksum_algorithm"), f.pop("linked")
+            f["sha256"] = hashlib.sha256((keep / f["name"]).read_bytes()).hexdigest()
+            replaced += 1
+        m.write_text(json.dumps(doc | {"version": 1}))
+    assert replaced
+    report = rollback_tier_run(RUN_ID)
+    assert report.exit_code() == 0, (report.refusal, [(u.path, u.errors) for *_, u in report.problem_units()])
+    assert diff(setup.before, tree(setup.log_dir)) == []
