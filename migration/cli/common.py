@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 import typer
 from rich.console import Console
@@ -19,6 +19,9 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from migration.logdir.paths import Need, PathClass, PathKind, classify_path, path_problem
 from migration.settings import Home
+
+if TYPE_CHECKING:
+    from migration.audit.model import RunReport
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -147,6 +150,39 @@ class KmigrateGroup(TyperGroup):
             tidy_help(command)
 
 
+# ---------------------------------------------------------------- a run's report
+
+
+def show_report(report: RunReport, command: str, *, lines: Iterable[str] = (), notes: bool = True) -> int:
+    """What every command prints of the run it did, the same way: a refusal in one line on
+    stderr (only that line, with the report's path, when nothing started), the summary
+    (audit/text.py ``print_summary``), the command's own ``lines`` about its units, the run's
+    notes and events (``note_lines``; ``notes=False`` when the command has said its warnings
+    already) and the report's path. Returns the exit code."""
+    from migration.audit.store import ReportStore
+    from migration.audit.text import note_lines, print_summary
+
+    path = ReportStore().json_path(report.run_id)
+    if report.refusal:
+        started = bool(report.totals.units)
+        err_console.print(f"kmigrate {command}: refused: {report.refusal}" + ("" if started else f" (report: {path})"),
+                          markup=False, highlight=False, soft_wrap=True)
+        if not started:  # nothing started: the reason (and its fix) is all there is to say
+            return report.exit_code()
+    print_summary(report, console)
+    for line in [*lines, *(note_lines(report) if notes else []), f"report: {path}"]:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return report.exit_code()
+
+
+def ineligible_lines(report: RunReport) -> list[str]:
+    """One line per unit left out of the run, with why."""
+    from migration.audit.model import UnitStatus
+
+    return [f"ineligible {topic}-{partition}: {'; '.join(w.message for w in u.warnings)}"
+            for _bid, topic, partition, u in report.iter_units() if u.status is UnitStatus.INELIGIBLE]
+
+
 # ---------------------------------------------------------------- the home
 
 
@@ -208,19 +244,9 @@ def rollback_if_tier_run(run_id: str, backup_root: Path | None) -> None:
     if not is_tier_run(run_id, root):
         return
     report = rollback_tier_run(run_id, backup_root=None if root is None else str(root))
-    if report.refusal:
-        err_console.print(f"kmigrate rollback: refused: {report.refusal}", markup=False, highlight=False,
-                          soft_wrap=True)
-    for _bid, topic, partition, u in report.iter_units():
-        said = "; ".join(f.message for f in [*u.errors, *u.warnings])
-        console.print(f"{u.status.value} {topic}-{partition} ({u.path}): {said}", markup=False, highlight=False,
-                      soft_wrap=True)
-    for w in report.warnings:
-        console.print(f"note: {w.message}", markup=False, highlight=False, soft_wrap=True)
-    from migration.audit.store import ReportStore
-
-    console.print(f"report: {ReportStore().json_path(report.run_id)}", markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(report.exit_code())
+    lines = [f"{u.status.value} {topic}-{partition} ({u.path}): {'; '.join(f.message for f in u.errors + u.warnings)}"
+             for _bid, topic, partition, u in report.iter_units()]
+    raise typer.Exit(show_report(report, "rollback", lines=lines))
 
 
 def upgrade_run_backup_root(command: str, run_id: str, *, backup_root: Path | None = None,
@@ -317,8 +343,6 @@ def rollback_dag_run(run_id: str, backup_root: Path | None) -> None:
     steps = dag_run_upgrade_steps(run_id)
     if not steps:
         return
-    from migration.audit.store import ReportStore
-    from migration.audit.text import print_summary
     from migration.migrations.upgrade.driver import rollback_run
 
     order = list(reversed(steps))
@@ -329,10 +353,7 @@ def rollback_dag_run(run_id: str, backup_root: Path | None) -> None:
         root = upgrade_run_backup_root("rollback", step, backup_root=backup_root, from_backups=True)
         report = rollback_run(step, backup_root=root)
         console.print(f"rollback of {step}: exit {report.exit_code()}", markup=False, highlight=False)
-        print_summary(report, console)
-        console.print(f"report: {ReportStore().json_path(report.run_id)}", markup=False, highlight=False,
-                      soft_wrap=True)
-        code = max(code, report.exit_code())
+        code = max(code, show_report(report, "rollback"))
     raise typer.Exit(code)
 
 

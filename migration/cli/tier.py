@@ -107,8 +107,8 @@ def tier_prepare(
     holds a log dir)."""
     from pydantic import ValidationError
 
-    from migration.audit.model import RunKind, UnitStatus, new_run_id
-    from migration.cli.common import console, err_console
+    from migration.audit.model import RunKind, new_run_id
+    from migration.cli.common import console, err_console, ineligible_lines, show_report
     from migration.migrations.tier.driver import execute_tier
     from migration.migrations.tier.options import TierOptions, describe_invalid_options, options_that_cannot_apply
     from migration.migrations.tier.store import StoreArgumentError
@@ -157,19 +157,5 @@ def tier_prepare(
             err_console.print(f"kmigrate tier-prepare: {e.message} (run {report.run_id})", markup=False,
                               highlight=False, soft_wrap=True)
         raise typer.Exit(report.exit_code())
-    if report.refusal:
-        err_console.print(f"[red]refused:[/red] {report.refusal}")
-    for _bid, topic, partition, u in report.iter_units():
-        if u.status is UnitStatus.INELIGIBLE:
-            console.print(f"[cyan]ineligible[/cyan] {topic}-{partition}: {'; '.join(w.message for w in u.warnings)}",
-                          highlight=False, soft_wrap=True)
-    for _bid, topic, partition, u in report.problem_units():
-        msg = "; ".join(f.message for f in u.errors) or u.status.value
-        console.print(f"[red]{u.status.value}[/red] {topic}-{partition} {u.unit}: {msg}", highlight=False,
-                      soft_wrap=True)
-    t = report.totals
-    console.print(f"run {report.run_id}: {t.units} units, {t.units_ok} ok, {t.units_skipped} skipped, "
-                  f"{t.units_ineligible} ineligible, "
-                  f"{t.units_failed} failed; {options.store_location()}; exit {report.exit_code()}",
-                  highlight=False, soft_wrap=True)
-    raise typer.Exit(report.exit_code())
+    raise typer.Exit(show_report(report, "tier-prepare", lines=[*ineligible_lines(report),
+                                                                f"store: {options.store_location()}"]))

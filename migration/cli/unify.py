@@ -14,7 +14,15 @@ import typer
 from rich.markup import escape
 
 from migration.audit.model import Finding, RunKind, RunReport, UnitResult, new_run_id
-from migration.cli.common import ENGINE_HELP, EngineName, check_paths, check_run_id, console, err_console
+from migration.cli.common import (
+    ENGINE_HELP,
+    EngineName,
+    check_paths,
+    check_run_id,
+    console,
+    err_console,
+    show_report,
+)
 from migration.cli.progress import engine_progress
 from migration.logdir.paths import Need, PathKind
 from migration.migrations.unify import UnifyOptions, execute_unify
@@ -57,17 +65,12 @@ def unify_bootstrap(
     if as_json:
         print(report.to_json(), end="")
         raise typer.Exit(report.exit_code())
-    if report.refusal:
-        err_console.print(f"[red]refused:[/red] {escape(report.refusal)}", highlight=False, soft_wrap=True)
+    lines = []
     for broker_id, _topic, _partition, u in report.iter_units():
-        style = {"ok": "green", "skipped": "cyan", "ineligible": "cyan", "planned": "cyan"}.get(u.status.value, "red")
-        console.print(f"node {broker_id} {escape(u.path or u.unit)}: [{style}]{u.status.value}[/{style}]"
-                      + escape(_outcome(u, report)), highlight=False, soft_wrap=True)
-        for f in u.errors:
-            console.print(f"  [red]error[/red] {escape(_where(f) + f.message)}", highlight=False,
-                          soft_wrap=True)
-    console.print(f"run {report.run_id}: {report.status.value} (exit {report.exit_code()})", highlight=False)
-    raise typer.Exit(report.exit_code())
+        lines.append(f"node {broker_id} {u.path or u.unit}: {u.status.value}{_outcome(u, report)}")
+        lines.extend(f"  error {_where(f)}{f.message}" for f in u.errors)
+    # its warnings are on stderr already (_print_warnings), never mixed into stdout
+    raise typer.Exit(show_report(report, "unify-bootstrap", lines=lines, notes=False))
 
 
 def _outcome(u: UnitResult, report: RunReport) -> str:

@@ -8,39 +8,20 @@ from __future__ import annotations
 
 # Imports of the migrations sit inside the commands: start-up cost, measured (migration/cli/__init__.py).
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
-from migration.cli.common import ENGINE_HELP, EngineName, check_paths, check_run_id
+from migration.cli.common import ENGINE_HELP, EngineName, check_paths, check_run_id, console, err_console
 from migration.cli.progress import engine_progress
 from migration.logdir.paths import Need
 from migration.migrations.upgrade.options import TargetFormat  # 7 ms: the option's choices
 
-console = Console()
 
+def _show(report: Any, command: str) -> NoReturn:
+    from migration.cli.common import ineligible_lines, show_report
 
-def _show(report: Any) -> None:
-    from migration.audit.model import UnitStatus
-    from migration.audit.store import ReportStore
-    from migration.audit.text import print_summary
-
-    if report.refusal and not report.totals.units:
-        # Nothing started: one line with the reason (and its fix), no table, no resume hint.
-        Console(stderr=True).print(f"kmigrate {report.kind.value}: refused: {report.refusal} (report: "
-                                   f"{ReportStore().json_path(report.run_id)})", markup=False, highlight=False,
-                                   soft_wrap=True)
-        raise typer.Exit(report.exit_code())
-    print_summary(report, console)
-    for _bid, topic, partition, u in report.iter_units():
-        if u.status is UnitStatus.INELIGIBLE:
-            console.print(f"ineligible {topic}-{partition}: {'; '.join(w.message for w in u.warnings)}",
-                          highlight=False, soft_wrap=True)
-    for w in report.warnings:
-        console.print(f"note: {w.message}", highlight=False, soft_wrap=True)
-    console.print(f"report: {ReportStore().json_path(report.run_id)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(report.exit_code())
+    raise typer.Exit(show_report(report, command, lines=ineligible_lines(report)))
 
 
 def _refused_at_once(log_dirs: list[str], run_id: str, force: bool) -> bool:
@@ -109,7 +90,7 @@ def upgrade(
     if not dry_run and not _refused_at_once([str(d) for d in log_dirs], run_id, force):
         # said first, so that an operator whose run is killed knows what to type next (not for a
         # run refused before it starts: the refusal is all there is to say)
-        Console(stderr=True).print(
+        err_console.print(
             f"run {run_id}; if it is interrupted, resume it with: "
             f"{resume_command([str(d.resolve()) for d in log_dirs], to.value, run_id)} "
             f"or roll it back with: kmigrate rollback {run_id}", highlight=False, soft_wrap=True)
@@ -119,11 +100,11 @@ def upgrade(
                              assign_leader_epoch=assign_leader_epoch,
                              excluded_topics=dict.fromkeys(exclude_topic or [], "excluded with --exclude-topic"))
     with engine_progress("upgrade", console, engine=engine.value, run_id=run_id,
-                         notes=Console(stderr=True)) as progress:
+                         notes=err_console) as progress:
         report = execute_upgrade([str(d) for d in log_dirs], options=options, engine=engine.value,
                                  run_id=run_id, master=master if engine is EngineName.SPARK else None,
                                  progress=progress)
-    _show(report)
+    _show(report, "upgrade")
 
 
 def rollback(run_id: Annotated[str, typer.Argument(
@@ -144,7 +125,7 @@ def rollback(run_id: Annotated[str, typer.Argument(
     rollback_if_tier_run(run_id, backup_root)  # a tier-prepare run: its log-dir changes (exits)
     # An unknown run id is a usage error (2), checked before anything is written.
     root = upgrade_run_backup_root("rollback", run_id, backup_root=backup_root, from_backups=True)
-    _show(rollback_run(run_id, backup_root=root))
+    _show(rollback_run(run_id, backup_root=root), "rollback")
 
 
 def commit(run_id: Annotated[str, typer.Argument(help="The upgrade run to make final.")]) -> None:
@@ -154,7 +135,7 @@ def commit(run_id: Annotated[str, typer.Argument(help="The upgrade run to make f
 
     say_home("commit")
     upgrade_run_backup_root("commit", run_id)
-    _show(commit_run(run_id))
+    _show(commit_run(run_id), "commit")
 
 
 def verify(run_id: Annotated[str, typer.Argument(help="The upgrade run to verify (before approving it).")],
@@ -168,7 +149,7 @@ def verify(run_id: Annotated[str, typer.Argument(help="The upgrade run to verify
     --kafka-home (no such directory, no libs/*.jar, no java)."""
     from migration.audit.model import RunKind
     from migration.audit.store import ReportNotFound, ReportStore
-    from migration.cli.common import EXIT_OK, EXIT_PROBLEMS, err_console, say_home, usage_error
+    from migration.cli.common import EXIT_OK, EXIT_PROBLEMS, say_home, usage_error
     from migration.migrations.upgrade.verify_kafka import KafkaHomeError, find_kafka, record_verification, verify_run
 
     if kafka_home is None:
