@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import Any, Self, TypeVar, overload
 
-from migration.formats.fileio import durable_mkdir, durable_replace
+from migration.formats.fileio import durable_mkdir, durable_replace, durable_unlink
 from migration.runtime.documents import JobDocument, PrepareDocument, ResultsDocument
 from migration.runtime.engine import Unit
 from migration.settings import runs_dir, state_env
@@ -50,11 +51,46 @@ def journal_states(run_dir: Path) -> list[str] | None:
     return states
 
 
+# The marks a rollback or a commit that went through leaves in the run's directory (by the
+# report kind that did it): the next one finds it done and changes nothing.
+DONE_FILES = {"rollback": "rolled-back.json", "commit": "committed.json"}
+
+
 class RunDir:
     def __init__(self, run_id: str, root: str | os.PathLike[str] | None = None) -> None:
         self.run_id = run_id
         self.path = Path(root) if root is not None else runs_dir() / run_id
         durable_mkdir(self.path)  # runs/ and the run dir's own name survive a power cut too
+
+    @classmethod
+    def existing(cls, run_id: str, root: str | os.PathLike[str] | None = None) -> Self | None:
+        """The run's directory when it exists, else None (a ``RunDir`` creates its directory:
+        a rollback or a commit of an unknown run must not)."""
+        path = Path(root) if root is not None else runs_dir() / run_id
+        if not path.is_dir():
+            return None
+        rd = cls.__new__(cls)
+        rd.run_id, rd.path = run_id, path
+        return rd
+
+    def mark_done(self, kind: str, *, report_id: str, at: datetime, summary: str) -> Path:
+        """Say, durably, that a ``kind`` (``rollback``, ``commit``) of this run went through, by
+        report ``report_id``: :meth:`done_at` then tells the next one."""
+        return self.write(DONE_FILES[kind], {"run_id": report_id, "at": at.isoformat(), "summary": summary})
+
+    def done_at(self, kind: str) -> str | None:
+        """When (and by which report) a ``kind`` of this run went through, as "<time> UTC
+        (report <id>)"; None when its mark is missing or unreadable."""
+        try:
+            data = self.read(DONE_FILES[kind])
+            return f"{datetime.fromisoformat(data['at']):%Y-%m-%d %H:%M:%S} UTC (report {data['run_id']})"
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def clear_done(self, kind: str) -> None:
+        """Drop the mark of a ``kind`` (a re-run of the run changes the log dirs again, so its
+        rollback has something to undo again); durable before the re-run's first change."""
+        durable_unlink(self.path / DONE_FILES[kind])
 
     @property
     def job_path(self) -> Path:

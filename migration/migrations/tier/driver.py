@@ -46,6 +46,7 @@ from migration.audit.model import (
     FormatVersions,
     RunKind,
     RunReport,
+    RunStatus,
     UnitResult,
     UnitStatus,
     UnitType,
@@ -57,6 +58,7 @@ from migration.formats.fileio import durable_replace, durable_unlink
 from migration.migrations.common.backup import restore_original
 from migration.migrations.common.index_repair import TMP_SUFFIX as INDEX_REPAIR_SUFFIX
 from migration.migrations.common.leader_epoch import assignments, restore_leader_epoch
+from migration.migrations.common.reports import notice_report, refused_report
 from migration.migrations.tier import layout
 from migration.migrations.tier.backup import (
     PartitionBackup,
@@ -237,20 +239,20 @@ def is_tier_run(run_id: str, backup_root: str | os.PathLike[str] | None = None) 
     """Whether ``run_id`` is a tier-prepare run of this home: its job has ``tier-partition``
     units, or (its run directory lost) its backups have a ``tier/`` directory under
     ``backup_root`` (default: the default backup root)."""
-    job = runs_dir() / run_id / "job.json"
-    if job.is_file():
+    rd = RunDir.existing(run_id)
+    if rd is not None and rd.job_path.is_file():
         try:
-            return any(str(u.get("kind")) == UNIT_KIND for u in json.loads(job.read_text()).get("units", []))
-        except (OSError, ValueError, AttributeError):
+            return any(u.kind == UNIT_KIND for u in rd.read_job()[0])
+        except (OSError, ValueError):
             return False
     root = Path(backup_root) if backup_root is not None else default_backup_root()
     return tier_backup_dir(root, run_id).is_dir()
 
 
-def _job_options(run_id: str) -> dict[str, Any] | None:
-    if not (runs_dir() / run_id / "job.json").is_file():
+def _job_options(rd: RunDir | None) -> dict[str, Any] | None:
+    if rd is None or not rd.job_path.is_file():
         return None
-    return RunDir(run_id).read_job()[1]
+    return rd.read_job()[1]
 
 
 def rollback_tier_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
@@ -264,28 +266,33 @@ def rollback_tier_run(run_id: str, *, backup_root: str | None = None) -> RunRepo
     else the default backup root)."""
     report_id = new_run_id(RunKind.ROLLBACK)
     run_path = runs_dir() / run_id
-    opts = _job_options(run_id)
+    rd = RunDir.existing(run_id)
+    opts = _job_options(rd)
     root = Path(backup_root).resolve() if backup_root else (
         Path(opts["backup_root"]) if opts and opts.get("backup_root") else default_backup_root())
     tier_dir = tier_backup_dir(root, run_id)
     params: dict[str, Any] = {"tier_run_id": run_id, "backup_root": str(root)}
+    done = rd.done_at(RunKind.ROLLBACK) if rd is not None else None
+    if done is not None:
+        # Idempotent: the originals went back then; a second rollback could remove snapshots
+        # Kafka wrote since, under the names the run had created.
+        return notice_report(RunKind.ROLLBACK, report_id, params,
+                             f"tier-prepare run {run_id} already rolled back on {done}: nothing to do",
+                             code=FindingCode.ALREADY_ROLLED_BACK)
     if not tier_dir.is_dir():
-        if run_path.is_dir():
+        if rd is not None:
             # Everything the run keeps is durable before its first change to a log dir.
-            report = RunReport.start(RunKind.ROLLBACK, params, run_id=report_id)
-            report.warn(f"tier-prepare run {run_id} never changed a log dir (no backups of it in {tier_dir}): "
-                        "nothing to roll back")
-            report.finish()
-            ReportStore().save(report)
-            return report
-        return _refused_report(report_id, f"no tier-prepare run {run_id} in {run_path.parent} and no backups of it "
-                               f"in {root}", params)
+            return notice_report(RunKind.ROLLBACK, report_id, params,
+                                 f"tier-prepare run {run_id} never changed a log dir (no backups of it in "
+                                 f"{tier_dir}): nothing to roll back")
+        return refused_report(RunKind.ROLLBACK, report_id, f"no tier-prepare run {run_id} in {run_path.parent} and "
+                              f"no backups of it in {root}", params)
     try:
         parts = partition_backups(tier_dir)
         epochs = assignments(epoch_backup_dir(tier_dir))
     except (OSError, ValueError) as exc:
-        return _refused_report(report_id, f"the backups of run {run_id} cannot be read: {one_line(str(exc))}",
-                               params)
+        return refused_report(RunKind.ROLLBACK, report_id,
+                              f"the backups of run {run_id} cannot be read: {one_line(str(exc))}", params)
     dirs = sorted({doc.log_dir for _, doc in parts} | {str(Path(a.partition_dir).parent) for _, a in epochs})
     params["log_dirs"] = dirs
     lock = RunLock(run_id=run_id, run_kind="rollback", resume=f"kmigrate rollback {shlex.quote(run_id)}")
@@ -302,35 +309,31 @@ def rollback_tier_run(run_id: str, *, backup_root: str | None = None) -> RunRepo
                 _rollback_partition(report, Path(pdir), by_dir[pdir])
                 fault_point("tier-rollback-partition")
     except Refused as exc:
-        return _refused_report(report_id, str(exc), params)
+        return refused_report(RunKind.ROLLBACK, report_id, str(exc), params)
     if not (opts or {}).get("snapshots_only"):
-        report.warnings.append(Finding(message=_objects_stay(run_id, opts), code=OBJECTS_KEPT_CODE))
+        report.warnings.append(Finding(message=_objects_stay(run_id, opts, rd), code=OBJECTS_KEPT_CODE))
     report.finish()
     ReportStore().save(report)
+    rd = RunDir.existing(run_id)
+    if report.status is RunStatus.OK and rd is not None:
+        rd.mark_done(RunKind.ROLLBACK, report_id=report.run_id, at=report.finished_at or report.started_at,
+                     summary=f"{sum(1 for _ in report.iter_units())} partition(s) rolled back")
     return report
 
 
-def _objects_stay(run_id: str, opts: dict[str, Any] | None) -> str:
-    jsonl = runs_dir() / run_id / JSONL_NAME
+def _objects_stay(run_id: str, opts: dict[str, Any] | None, rd: RunDir | None) -> str:
     where = "the store the run's report names"
     if opts is not None:
         with contextlib.suppress(ValueError):
             o = TierOptions.model_validate(opts)
             where = o.store_location() + (f", prefix {o.prefix!r}" if o.prefix else "")
     listed = ""
-    if jsonl.is_file():
+    jsonl = rd.path / JSONL_NAME if rd is not None else None
+    if jsonl is not None and jsonl.is_file():
         staged = sum(1 for line in jsonl.read_text().splitlines() if line.strip())
         listed = f"; {staged} staged segment(s) listed in {jsonl}"
     return (f"objects run {run_id} staged stay in {where} (a rollback undoes only its log-dir changes; delete them "
             f"there if they are not wanted){listed}")
-
-
-def _refused_report(report_id: str, reason: str, params: dict[str, Any]) -> RunReport:
-    report = RunReport.start(RunKind.ROLLBACK, params, run_id=report_id)
-    report.refuse(reason)
-    report.finish()
-    ReportStore().save(report)
-    return report
 
 
 def _rollback_partition(report: RunReport, pdir: Path, what: dict[str, Any]) -> None:

@@ -188,5 +188,8 @@ def prepare_tier(log_dirs: Sequence[str | os.PathLike[str]], *, run_id: str, opt
                           dry_run=options.dry_run, options=options.model_dump(mode="json"),
                           metadata_sources=image.sources, warnings=warnings, not_ready=not_ready, units=len(units))
     rd.write_prepare(prepare)
+    if not options.dry_run:
+        # A re-run changes the log dirs again: its rollback has something to undo again.
+        rd.clear_done("rollback")
     return TierPlan(run_dir=rd, prepare=prepare, units=units, options=options)
 

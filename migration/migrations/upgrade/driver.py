@@ -38,6 +38,7 @@ from migration.migrations.common.leader_epoch import (
     restore_leader_epoch,
 )
 from migration.migrations.common.replace import remove_cleaned_in_range
+from migration.migrations.common.reports import notice_report, refused_report
 from migration.migrations.upgrade.journal import IN_FLIGHT, JournalState, load_journal
 from migration.migrations.upgrade.options import TARGET_MAGIC, UpgradeOptions
 from migration.migrations.upgrade.plan import (
@@ -168,14 +169,6 @@ def finalize_upgrade(run_id: str, *, engine: str | None = None, plan: UpgradePla
     return report
 
 
-def _refused_report(kind: RunKind, run_id: str, reason: str, params: dict[str, Any]) -> RunReport:
-    report = RunReport.start(kind, params, run_id=run_id)
-    report.refuse(reason)
-    report.finish()
-    ReportStore().save(report)
-    return report
-
-
 def execute_upgrade(log_dirs: list[str], *, options: UpgradeOptions, engine: str = "inline",
                     run_id: str | None = None, master: str | None = None, spark: Any = None,
                     broker_id: int | None = None, progress: Progress | None = None) -> RunReport:
@@ -228,16 +221,17 @@ def rollback_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
     default backup root) say what to restore."""
     report_id = new_run_id(RunKind.ROLLBACK)
     run_path = runs_dir() / run_id
-    started_here = run_path.is_dir()
-    done = _finished(run_id, RunKind.ROLLBACK)
+    rd = RunDir.existing(run_id)
+    done = _finished(run_id, RunKind.ROLLBACK, rd)
     if done is not None:
         # Idempotent: the originals went back then; restoring again could undo what Kafka wrote since.
-        report = RunReport.start(RunKind.ROLLBACK, {"upgrade_run_id": run_id}, run_id=report_id)
-        report.warn(f"run {run_id} already rolled back on {done}: nothing to do", code=FindingCode.ALREADY_ROLLED_BACK)
-        report.finish()
-        ReportStore().save(report)
-        return report
-    rd = RunDir(run_id) if started_here else None  # a RunDir creates its directory
+        return notice_report(RunKind.ROLLBACK, report_id, {"upgrade_run_id": run_id},
+                             f"run {run_id} already rolled back on {done}: nothing to do",
+                             code=FindingCode.ALREADY_ROLLED_BACK)
+    committed = _finished(run_id, RunKind.COMMIT, rd)
+    if committed is not None:
+        return refused_report(RunKind.ROLLBACK, report_id, f"run {run_id} already committed on {committed}: its "
+                              "backups were dropped then, nothing to roll back from", {"upgrade_run_id": run_id})
     if rd is not None and rd.job_path.exists():
         units, opts = rd.read_job()
         dirs = rd.read_prepare().get("log_dirs", sorted({u.log_dir for u in units}))
@@ -246,20 +240,17 @@ def rollback_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
         try:
             units = _units_from_backups(run_id, root)
         except (Refused, ValueError) as exc:
-            return _refused_report(RunKind.ROLLBACK, report_id, str(exc), {"upgrade_run_id": run_id})
-        if not units and started_here:
+            return refused_report(RunKind.ROLLBACK, report_id, str(exc), {"upgrade_run_id": run_id})
+        if not units and rd is not None:
             # The job file is durable before the first unit touches a log dir, and a unit's
             # backup before its first change: with neither, the run changed no log dir (it was
             # refused, a dry run, or stopped, by a kill or a power cut, before its first unit).
-            report = RunReport.start(RunKind.ROLLBACK, {"upgrade_run_id": run_id}, run_id=report_id)
-            report.warn(f"run {run_id} never changed a log dir (no job file in {run_path}, no backups in "
-                        f"{root}): nothing to roll back")
-            report.finish()
-            ReportStore().save(report)
-            return report
+            return notice_report(RunKind.ROLLBACK, report_id, {"upgrade_run_id": run_id},
+                                 f"run {run_id} never changed a log dir (no job file in {run_path}, no backups in "
+                                 f"{root}): nothing to roll back")
         if not units:
-            return _refused_report(RunKind.ROLLBACK, report_id, f"no upgrade job for run {run_id} in {run_path.parent} "
-                                   f"and no backups of it in {root}", {"upgrade_run_id": run_id})
+            return refused_report(RunKind.ROLLBACK, report_id, f"no upgrade job for run {run_id} in {run_path.parent} "
+                                  f"and no backups of it in {root}", {"upgrade_run_id": run_id})
         opts = {"run_id": run_id, "run_dir": str(run_path.resolve()), "backup_root": root}
         dirs = sorted({u.log_dir for u in units})
     params = {"upgrade_run_id": run_id, "log_dirs": dirs}
@@ -292,7 +283,7 @@ def rollback_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
                 report.add_unit(u.broker_id, u.topic, u.partition, ur)
             _restore_epochs(report, units, opts["backup_root"], run_id)
     except Refused as exc:
-        return _refused_report(RunKind.ROLLBACK, report_id, str(exc), params)
+        return refused_report(RunKind.ROLLBACK, report_id, str(exc), params)
     restored = [u for u in report.iter_results() if u.status is UnitStatus.OK and u.unit_type is UnitType.SEGMENT]
     summary = (f"restored {len(restored)} segment(s): {sum(u.records_after or 0 for u in restored):,} records, "
                f"{sum(u.bytes_after or 0 for u in restored):,} bytes, {files} file(s)")
@@ -307,26 +298,18 @@ def _record_event(run_id: str, report: RunReport, summary: str) -> None:
     """The upgrade run's report says what became of it; a rollback or commit that went through
     is also marked in its run directory, which makes the next one a no-op (:func:`_finished`)."""
     ReportStore().append_event(run_id, report, summary)
-    if report.status is RunStatus.OK and (runs_dir() / run_id).is_dir():
-        RunDir(run_id).write(_DONE_FILES[report.kind], {"run_id": report.run_id, "at": (
-            report.finished_at or report.started_at).isoformat(), "summary": summary})
+    rd = RunDir.existing(run_id)  # a rollback without its run directory may have made one since
+    if report.status is RunStatus.OK and rd is not None:
+        rd.mark_done(report.kind, report_id=report.run_id, at=report.finished_at or report.started_at, summary=summary)
 
 
-_DONE_FILES = {RunKind.ROLLBACK: "rolled-back.json", RunKind.COMMIT: "committed.json"}
-
-
-def _finished(run_id: str, kind: RunKind) -> str | None:
+def _finished(run_id: str, kind: RunKind, rd: RunDir | None) -> str | None:
     """When (and by which report) a rollback or commit of ``run_id`` went through, as
     "<time> UTC (report <id>)"; None when none did. From the run directory's mark, else the
     run's report's events (the run directory may be lost)."""
-    mark = runs_dir() / run_id / _DONE_FILES[kind]
-    if mark.is_file():
-        try:
-            data = RunDir(run_id).read(mark.name)
-            at = datetime.fromisoformat(data["at"])
-            return f"{at:%Y-%m-%d %H:%M:%S} UTC (report {data['run_id']})"
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+    done = rd.done_at(kind) if rd is not None else None
+    if done is not None:
+        return done
     try:
         event = ReportStore().load(run_id).last_event(kind)
     except (ReportNotFound, InvalidRunId, OSError, ValueError):
@@ -356,21 +339,19 @@ def _restore_epochs(report: RunReport, units: list[Unit], backup_root: str, run_
 
 def commit_run(run_id: str) -> RunReport:
     """Drop the backups of a finished upgrade run (after this, no rollback)."""
-    rd = RunDir(run_id)
+    rd = RunDir.existing(run_id)
     report_id = new_run_id(RunKind.COMMIT)
     params: dict[str, Any] = {"upgrade_run_id": run_id}
-    if not rd.job_path.exists():
-        return _refused_report(RunKind.COMMIT, report_id, f"no upgrade job for run {run_id}", params)
-    rolled_back = _finished(run_id, RunKind.ROLLBACK)
-    committed = _finished(run_id, RunKind.COMMIT)
+    if rd is None or not rd.job_path.exists():
+        return refused_report(RunKind.COMMIT, report_id, f"no upgrade job for run {run_id}", params)
+    rolled_back = _finished(run_id, RunKind.ROLLBACK, rd)
+    committed = _finished(run_id, RunKind.COMMIT, rd)
     if rolled_back is not None or committed is not None:
-        report = RunReport.start(RunKind.COMMIT, params, run_id=report_id)
-        report.warn(f"nothing to commit: run {run_id} was rolled back on {rolled_back}" if rolled_back is not None
-                    else f"run {run_id} already committed on {committed}: its backups were dropped then",
-                    code=FindingCode.NOT_CHANGED)
-        report.finish()
-        ReportStore().save(report)
-        return report
+        return notice_report(RunKind.COMMIT, report_id, params,
+                             f"nothing to commit: run {run_id} was rolled back on {rolled_back}"
+                             if rolled_back is not None
+                             else f"run {run_id} already committed on {committed}: its backups were dropped then",
+                             code=FindingCode.NOT_CHANGED)
     units, opts = rd.read_job()
     unfinished = []
     for u in units:
@@ -378,7 +359,7 @@ def commit_run(run_id: str) -> RunReport:
         if j is not None and j.state in IN_FLIGHT:
             unfinished.append(f"{u.path} ({j.state.value})")
     if unfinished:
-        return _refused_report(RunKind.COMMIT, report_id, "units still in progress, their backups are needed: "
+        return refused_report(RunKind.COMMIT, report_id, "units still in progress, their backups are needed: "
                                + ", ".join(unfinished[:5]) + "; re-run the upgrade or roll back first", params)
     report = RunReport.start(RunKind.COMMIT, params | {"backup_root": opts.get("backup_root")}, run_id=report_id)
     files = records = size = 0

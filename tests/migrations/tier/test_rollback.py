@@ -105,6 +105,21 @@ def test_rollback_restores_the_checkpoints_and_removes_exactly_the_runs_snapshot
     assert all("nothing to undo" in u.warnings[0].message for *_, u in again.iter_units())
 
 
+def test_a_second_rollback_after_brokers_ran_keeps_what_kafka_wrote_since(setup):
+    """The first rollback went through: a second one changes nothing, so a snapshot a broker
+    wrote since under a name the run had created is kept."""
+    setup.run()
+    created = sorted(p.split(" ", 1)[1] for p in diff(setup.before, tree(setup.log_dir)) if p.startswith("extra "))
+    first = rollback_tier_run(RUN_ID)
+    assert first.exit_code() == 0
+    kafkas = setup.log_dir / created[0]
+    kafkas.write_bytes(b"a snapshot Kafka wrote")  # the brokers ran since
+    again = rollback_tier_run(RUN_ID)
+    assert again.exit_code() == 0 and not list(again.iter_units())
+    assert "already rolled back on" in again.warnings[0].message and first.run_id in again.warnings[0].message
+    assert kafkas.read_bytes() == b"a snapshot Kafka wrote"
+
+
 def test_a_rerun_after_the_rollback_prepares_again_and_rolls_back_again(setup):
     setup.run()
     assert rollback_tier_run(RUN_ID).exit_code() == 0
@@ -114,17 +129,18 @@ def test_a_rerun_after_the_rollback_prepares_again_and_rolls_back_again(setup):
     assert diff(setup.before, tree(setup.log_dir)) == []
 
 
-@pytest.mark.parametrize("fault", [
-    "tier-backup-manifest:1",  # the first manifest durable, nothing written yet
-    "tier-snapshot-written:2",  # a snapshot's temporary file complete, not yet linked
-    "tier-snapshot-renamed:3",  # linked, the temporary name not yet removed
-    "leader-epoch-backed-up:2",  # the second partition's original checkpoint kept, not rewritten
-    "tier-backup-manifest:4",  # the corrupt snapshot kept, about to be replaced
+@pytest.mark.parametrize(("fault", "changed"), [
+    ("tier-backup-manifest:1", False),  # the first manifest durable, nothing written yet
+    ("tier-snapshot-written:2", True),  # a snapshot's temporary file complete, not yet linked
+    ("tier-snapshot-renamed:3", True),  # linked, the temporary name not yet removed
+    ("leader-epoch-backed-up:2", True),  # the second partition's original checkpoint kept, not rewritten
+    ("tier-backup-manifest:4", True),  # the corrupt snapshot kept, about to be replaced
 ])
-def test_rollback_after_a_kill_of_the_run(setup, fault):
+def test_rollback_after_a_kill_of_the_run(setup, fault, changed):
     killed = setup.job(RUN_ID, setup.store.as_uri(), str(setup.log_dir), fault=fault)
     assert killed.returncode == -9, killed.stdout + killed.stderr
-    assert diff(setup.before, tree(setup.log_dir)) != [] or "backup-manifest:1" in fault
+    killed_diff = diff(setup.before, tree(setup.log_dir))
+    assert (killed_diff != []) == changed, killed_diff
     report = rollback_tier_run(RUN_ID)
     assert report.exit_code() == 0, (report.refusal, [(u.path, u.errors) for *_, u in report.problem_units()])
     assert diff(setup.before, tree(setup.log_dir)) == []

@@ -135,3 +135,19 @@ def test_rollback_killed_midway_then_kafka_load_and_rollback_again(log_dir, priv
     rb = rollback_run(run_id)
     assert rb.exit_code() == 0, _problems(rb)
     assert tree_state(log_dir) == originals
+
+
+def test_a_rollback_after_the_commit_says_the_run_was_committed(log_dir, private_out):
+    """The commit dropped the backups: a rollback then is refused once, as "already committed",
+    not with a missing backup per unit, and changes nothing in the log dir."""
+    from migration.migrations.upgrade.driver import commit_run
+
+    run_id = "committed-run"
+    report = execute_upgrade([str(log_dir)], options=UpgradeOptions(target="v2"), engine="inline", run_id=run_id)
+    assert report.exit_code() == 0, _problems(report)
+    assert commit_run(run_id).exit_code() == 0
+    after_commit = tree_state(log_dir)
+    rb = rollback_run(run_id)
+    assert rb.exit_code() == 3 and rb.refusal is not None and "already committed on" in rb.refusal
+    assert not list(rb.iter_units())
+    assert tree_state(log_dir) == after_commit
