@@ -658,26 +658,30 @@ def write_offset_checkpoint(path: Path, entries: list[tuple[str, int, int]]) -> 
 
 
 # --- index files, read independently of kmigrate's format layer -----------------------------
-def offset_index_entries(data: bytes) -> list[tuple[int, int]]:
-    """(relative offset, position) of every entry of a ``.index`` (8-byte entries; a trailing run
-    of zero entries after the first is preallocated space, which Kafka trims on close)."""
+def offset_index_entries(data: bytes, *, trim: bool = True) -> list[tuple[int, int]]:
+    """(relative offset, position) of every entry of a ``.index`` (8-byte entries). ``trim``: a
+    trailing run of zero entries after the first is dropped, the preallocated space of a file
+    Kafka has open (trimmed on close); a file kmigrate wrote is read with ``trim=False``."""
     entries = [struct.unpack_from(">ii", data, i) for i in range(0, len(data) - len(data) % 8, 8)]
-    while len(entries) > 1 and entries[-1] == (0, 0):
+    while trim and len(entries) > 1 and entries[-1] == (0, 0):
         entries.pop()
     return entries
 
 
-def time_index_entries(data: bytes) -> list[tuple[int, int]]:
-    """(timestamp, relative offset) of every entry of a ``.timeindex`` (12-byte entries)."""
+def time_index_entries(data: bytes, *, trim: bool = True) -> list[tuple[int, int]]:
+    """(timestamp, relative offset) of every entry of a ``.timeindex`` (12-byte entries); ``trim``
+    as for ``offset_index_entries``."""
     entries = [struct.unpack_from(">qi", data, i) for i in range(0, len(data) - len(data) % 12, 12)]
-    while entries and entries[-1] == (0, 0):
+    while trim and entries and entries[-1] == (0, 0):
         entries.pop()
     return entries
 
 
 def index_differences(ours: Path, kafkas: dict[str, bytes]) -> list[str]:
     """Where the ``.index`` / ``.timeindex`` entries of a partition dir (kmigrate's) differ from
-    the files Kafka's recovery rebuilt for the same segments."""
+    the files Kafka's recovery rebuilt for the same segments. Only Kafka's files are trimmed of
+    preallocated zero entries: kmigrate's are compared as written, so a trailing zero entry of
+    its own is a difference."""
     out = []
     for name, theirs in sorted(kafkas.items()):
         kind = name.rsplit(".", 1)[1]
@@ -687,8 +691,8 @@ def index_differences(ours: Path, kafkas: dict[str, bytes]) -> list[str]:
         mine = (ours / name).read_bytes() if (ours / name).exists() else None
         if mine is None:
             out.append(f"{ours.name}/{name}: kmigrate wrote none; Kafka's has {len(parse(theirs))} entries")
-        elif parse(mine) != parse(theirs):
-            out.append(f"{ours.name}/{name}: kmigrate {parse(mine)} != Kafka {parse(theirs)}")
+        elif parse(mine, trim=False) != parse(theirs):
+            out.append(f"{ours.name}/{name}: kmigrate {parse(mine, trim=False)} != Kafka {parse(theirs)}")
     return out
 
 
