@@ -89,7 +89,7 @@ class CompressionKernels(Protocol):
 class SegmentWalker(Protocol):
     """The compiled deep validation of runs of regular batches (``_cwalker.SegmentWalker``),
     with the state ``logdir/validate.py``'s loop carries; a walker made with duties of the
-    layer above (the rewrite's conversion, registered with ``core.register_walker``) has more
+    layer above (the rewrite's conversion, named to ``core.segment_walker``) has more
     methods, typed where that layer uses them."""
 
     prev_last: int
@@ -114,6 +114,6 @@ class SegmentWalker(Protocol):
     def feed_digest(self, digester: Any, /) -> bool: ...
 
 
-# A walker class (``_cwalker.SegmentWalker`` or a subclass registered by a layer above): built with
+# A walker class (``_cwalker.SegmentWalker`` or a subclass a layer above names to ``core.segment_walker``): built with
 # the validation's keyword arguments and the duties it takes.
 WalkerType = Callable[..., SegmentWalker]

@@ -18,8 +18,8 @@ hand the batch to their careful Python parser, so every error message and byte p
 Python one whichever core is active. Each core also brings its codec functions
 (``compression.Codecs``), which become compression.py's active ones with it. The compiled core
 adds the segment walker (deep validation of whole runs of regular batches, see
-:func:`segment_walker`), which a layer above may extend with duties of its own
-(:func:`register_walker`: the rewrite's conversion, ``migrations/upgrade/_crewrite.pyx``).
+:func:`segment_walker`), whose class a layer above may extend with duties of its own and name to
+it (``walker_class``: the rewrite's conversion, ``migrations/upgrade/_crewrite.pyx``).
 
 The format modules call through :data:`impl`, a :class:`RecordCore`, at each call
 (``core.impl.scan_inner(...)``), so :func:`use` switches the core for the differential tests.
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,38 +191,20 @@ def available() -> list[str]:
     return [PYTHON] + ([COMPILED] if compiled is not None else [])
 
 
-# Walker classes of the layers above, by the duties they add (register_walker).
-_extended_walkers: list[tuple[frozenset[str], WalkerType]] = []
-_OWN_DUTIES = frozenset({"digest", "count_from"})
-
-
-def register_walker(duties: Iterable[str], walker_type: WalkerType) -> None:
-    """Let :func:`segment_walker` make ``walker_type`` (a subclass of the compiled
-    ``_cwalker.SegmentWalker``, built by a layer above) for a walker asked for these duties
-    besides the format layer's own (``digest``, ``count_from``): how the rewrite's conversion
-    (``migrations/upgrade/_crewrite.pyx``) joins the walk without this layer knowing it."""
-    names = frozenset(duties)
-    _extended_walkers[:] = [(d, t) for d, t in _extended_walkers if d != names] + [(names, walker_type)]
-
-
 def segment_walker(*, deep: bool, base_offset: int, next_base_offset: int | None,
                    offset_entries: Sequence[tuple[int, int]] = (), time_entries: Sequence[tuple[int, int]] = (),
-                   leader_epochs: Sequence[tuple[int, int]] | None = None, **duties: Any) -> Any:
+                   leader_epochs: Sequence[tuple[int, int]] | None = None, walker_class: WalkerType | None = None,
+                   **duties: Any) -> Any:
     """A segment walker (``_cwalker.SegmentWalker``) for ``logdir.validate.validate_segment`` and,
-    with ``digest=True``, for the digest; with the duties of a walker class registered by a layer
-    above (:func:`register_walker`: ``target_magic=…`` and its settings, for ``rewrite_segment``),
-    one of that class. None on the Python core, for duties no registered class takes, or when a
-    value does not fit int64: the caller then walks batch by batch. Typed ``Any``: the class
-    depends on the duties (``_protocols.SegmentWalker`` is what every one of them has)."""
-    walker_type = impl.walker_type
-    if walker_type is None:
+    with ``digest=True``, for the digest; with ``walker_class`` (a subclass of it built by a layer
+    above, which takes more duties: ``_crewrite.RewriteWalker`` and ``target_magic=…``, for
+    ``rewrite_segment``), one of that class. None on the Python core (``walker_class`` is then
+    not used), or when a value does not fit int64: the caller then walks batch by batch. Typed
+    ``Any``: the class depends on the duties (``_protocols.SegmentWalker`` is what every one of
+    them has)."""
+    if impl.walker_type is None:
         return None
-    extra = duties.keys() - _OWN_DUTIES
-    if extra:
-        found = [t for names, t in _extended_walkers if extra <= names]
-        if not found:
-            return None
-        walker_type = found[-1]
+    walker_type = impl.walker_type if walker_class is None else walker_class
     try:
         walker: SegmentWalker = walker_type(
             deep=deep, base_offset=base_offset, next_base_offset=next_base_offset, offset_entries=offset_entries,

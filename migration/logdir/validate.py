@@ -39,7 +39,7 @@ import bisect
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -184,7 +184,7 @@ def validate_segment(
     # The compiled record core judges runs of regular batches in C (none of them has a finding)
     # and leaves every other batch to this loop; it carries the loop's state meanwhile.
     observer = on_batch if isinstance(on_batch, WalkerObserver) else None
-    duties = {} if on_batch is None else None if observer is None else observer.walker_duties
+    duties: dict[str, Any] | None = {} if on_batch is None else None if observer is None else observer.walker_duties
     walker: SegmentWalker | None = None if duties is None else core.segment_walker(
         deep=deep, base_offset=base, next_base_offset=next_base_offset, offset_entries=offset_entries,
         time_entries=time_entries, leader_epochs=leader_epochs, **duties)

@@ -39,7 +39,7 @@ from migration.formats.model import MAGIC_V0, MAGIC_V1, Compression, Header, Rec
 from migration.formats.record_batch import RecordBatch, build_record_batch, build_single_record_batch
 from migration.formats.varint import decode_varint, encode_varint
 from migration.logdir.validate import validate_segment
-from migration.migrations.upgrade.rewrite import RewriteSpec, digest_log, rewrite_segment
+from migration.migrations.upgrade.rewrite import REWRITE_WALKER, RewriteSpec, digest_log, rewrite_segment
 
 pytestmark = pytest.mark.skipif(core.compiled is None, reason=core.describe())
 
@@ -995,7 +995,8 @@ def _legacy_segment() -> bytes:
 
 def _rewriting_walker() -> Any:
     with core.use(core.COMPILED):
-        w = core.segment_walker(deep=True, base_offset=0, next_base_offset=None, digest=True, target_magic=2,
+        w = core.segment_walker(deep=True, base_offset=0, next_base_offset=None, walker_class=REWRITE_WALKER,
+                                digest=True, target_magic=2,
                                 stamp_v0=None, segment_bytes=1 << 30, max_message_bytes=1 << 20,
                                 index_interval_bytes=4096, output_leader_epochs=())
     w.open_output(0, *IndexBuilder(0, 4096).state())

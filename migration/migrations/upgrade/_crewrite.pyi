@@ -5,8 +5,6 @@ from typing import Any
 
 from migration.formats._cwalker import SegmentWalker
 
-DUTIES: tuple[str, ...]
-
 class RewriteWalker(SegmentWalker):
     def __init__(self, *, deep: bool, base_offset: int, next_base_offset: int | None,
                  offset_entries: Sequence[tuple[int, int]], time_entries: Sequence[tuple[int, int]],

@@ -9,8 +9,9 @@ codec) and appends it to the open output segment with the offset and time index 
 ``IndexBuilder`` would make. A piece that would roll the output (``segment_bytes``, int32
 relative offsets), one above ``max.message.bytes`` (the loop splits it) and the segment's first
 piece (it names the first output) are left to ``rewrite_segment``'s loop, so every roll, split
-and warning happens where it happens without the walker. ``rewrite.py`` registers it with
-``core.register_walker`` for the duties it takes (docs/architecture.md, "The record core")."""
+and warning happens where it happens without the walker. ``rewrite.py`` names it to
+``core.segment_walker`` (``walker_class``) with the duties it takes (docs/architecture.md, "The
+record core")."""
 
 from cpython.buffer cimport PyBuffer_Release
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
@@ -28,10 +29,6 @@ from migration.formats._clegacy cimport Entry, put_v1_head
 from migration.formats._crecord_batch cimport put_single_record_batch, single_record_batch_size
 from migration.formats._cvarint cimport put_varint, varint_size
 from migration.formats._cwalker cimport SegmentWalker
-
-# The duties this walker takes besides the format layer's own (core.register_walker).
-DUTIES = ("target_magic", "stamp_v0", "output_leader_epochs", "segment_bytes", "max_message_bytes",
-          "index_interval_bytes")
 
 
 cdef class RewriteWalker(SegmentWalker):

@@ -61,12 +61,12 @@ from migration.migrations.common.checksum import (
 from migration.runtime.faults import fault_point, fault_points
 
 try:  # this module's conversion and index rules compiled (_crewrite.pyx), built with the record core
-    from migration.migrations.upgrade import _crewrite
+    from migration.migrations.upgrade._crewrite import RewriteWalker
+    # a segment walker that converts what it judges: core.segment_walker(walker_class=REWRITE_WALKER,
+    # target_magic=..., ...) makes one on the compiled core
+    REWRITE_WALKER: type[RewriteWalker] | None = RewriteWalker
 except ImportError:  # not built: the loop of rewrite_segment converts every batch
-    pass
-else:
-    # core.segment_walker(target_magic=..., ...) then makes one: a segment walker that converts
-    core.register_walker(_crewrite.DUTIES, _crewrite.RewriteWalker)
+    REWRITE_WALKER = None
 
 INT32_MAX = 2**31 - 1
 _T = TypeVar("_T")
@@ -448,9 +448,9 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
     batches = 0
     fr = FileRecords(log_path)
     prev_last = base - 1
-    walker = core.segment_walker(
-        deep=True, base_offset=base, next_base_offset=spec.next_base_offset, digest=True,
-        target_magic=spec.target_magic, stamp_v0=spec.stamp_v0_ms, segment_bytes=spec.segment_bytes,
+    walker: Any = None if REWRITE_WALKER is None else core.segment_walker(
+        deep=True, base_offset=base, next_base_offset=spec.next_base_offset, walker_class=REWRITE_WALKER,
+        digest=True, target_magic=spec.target_magic, stamp_v0=spec.stamp_v0_ms, segment_bytes=spec.segment_bytes,
         max_message_bytes=spec.max_message_bytes,
         index_interval_bytes=spec.index_interval_bytes,
         output_leader_epochs=spec.leader_epochs if spec.target_magic == MAGIC_V2 else ())
