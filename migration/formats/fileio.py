@@ -13,8 +13,7 @@ not, and the tool runs on whatever file system the brokers use. So:
   file, so a failed write leaves the directory as it was.
 - ``durable_mkdir``: ``mkdir -p`` whose every new directory is made durable in its parent,
   from the first one that already existed down (a lost directory loses all it holds).
-- ``durable_link`` and ``durable_unlink``: a directory entry added or removed, its directory
-  fsynced.
+- ``durable_unlink``: directory entries removed, each directory fsynced.
 - ``write_and_fsync``: a file's bytes made durable under the name they are written to; the
   caller fsyncs the directory before anything depends on the name (``fsync_dir``).
 """
@@ -70,8 +69,11 @@ def durable_mkdir(path: StrPath) -> Path:
             break
         p = p.parent
     for d in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # a concurrent creator (another Spark task)
+        try:
             os.mkdir(d)
+        except FileExistsError:  # a concurrent creator (another Spark task); a file there is an error
+            if not d.is_dir():
+                raise
         fsync_dir(d.parent)
     return target
 
@@ -156,22 +158,16 @@ def durable_replace(
     return target
 
 
-def durable_link(src: StrPath, dst: StrPath) -> None:
-    """Hard-link ``src`` as ``dst`` and fsync ``dst``'s directory."""
-    os.link(src, dst)
-    fsync_dir(Path(dst).parent)
-
-
-def durable_unlink(*paths: StrPath) -> int:
+def durable_unlink(*paths: StrPath) -> list[Path]:
     """Remove ``paths`` (missing ones are skipped) and fsync each directory that lost an
-    entry; returns how many were removed."""
+    entry; returns the paths removed, in the order given."""
     dirs: set[Path] = set()
-    removed = 0
+    removed: list[Path] = []
     for p in paths:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(p)
             dirs.add(Path(p).parent)
-            removed += 1
+            removed.append(Path(p))
     for d in dirs:
         fsync_dir(d)
     return removed
@@ -186,14 +182,18 @@ def fsync_file(path: StrPath) -> None:
         os.close(fd)
 
 
-def write_and_fsync(path: StrPath, data: BytesLike | Iterable[BytesLike], *, exclusive: bool) -> None:
+def write_and_fsync(path: StrPath, data: BytesLike | Iterable[BytesLike], *, exclusive: bool,
+                    times_ns: tuple[int, int] | None = None) -> None:
     """Write ``data`` to ``path`` and fsync it: durable bytes under a name that is not durable
     until the caller fsyncs the directory. ``exclusive`` fails if the file exists (a temporary
-    name nobody else may hold); otherwise it is truncated."""
+    name nobody else may hold); otherwise it is truncated. ``times_ns`` (atime, mtime) sets the
+    times before the fsync, so they are as durable as the data."""
     flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
     fd = os.open(os.fspath(path), flags, 0o644)
     try:
         write_all(fd, data)
+        if times_ns is not None:
+            os.utime(fd, ns=times_ns)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -370,9 +370,10 @@ class BackgroundWriter:
                 self._hand_off()
                 buf = self._buf
 
-    def close(self) -> None:
-        """Write what is left, wait for the thread, fsync and close: durable on return. On an
-        error the file is closed (not fsynced) and the error raised."""
+    def close(self, *, times_ns: tuple[int, int] | None = None) -> None:
+        """Write what is left, wait for the thread, fsync and close: durable on return, with
+        ``times_ns`` (atime, mtime) set before the fsync when given. On an error the file is
+        closed (not fsynced) and the error raised."""
         if self._done:
             return
         try:
@@ -381,6 +382,8 @@ class BackgroundWriter:
                 self._fill = 0
             self._stop()
             self._raise_error()
+            if times_ns is not None:
+                os.utime(self._fd, ns=times_ns)
             os.fsync(self._fd)
         finally:
             self._close_fd()

@@ -223,17 +223,15 @@ def write_checkpoint_file(directory: str | os.PathLike[str], end_offset: int, ep
     final = d / names.checkpoint_file_name(end_offset, epoch)
     part = d / f"{final.name[: -len(names.CHECKPOINT_FILE_SUFFIX)]}-{random.randrange(10**18)}" \
                f"{names.PARTIAL_CHECKPOINT_SUFFIX}"
-    _write_then_rename(part, final, data, read_only=True)
+    durable_replace(final, data, tmp_path=part, exclusive=True, read_only=True)  # a random name: nobody's
     return final
 
 
 def write_bootstrap_checkpoint(directory: str | os.PathLike[str], data: bytes) -> Path:
-    """``bootstrap.checkpoint`` via ``bootstrap.checkpoint.tmp``, as kafka-storage format writes it."""
+    """``bootstrap.checkpoint`` via ``bootstrap.checkpoint.tmp``, as kafka-storage format writes it.
+    The temporary name is fixed: one a crash left behind is overwritten."""
     d = Path(directory)
     final = d / names.BOOTSTRAP_CHECKPOINT_FILE
-    _write_then_rename(d / (names.BOOTSTRAP_CHECKPOINT_FILE + names.TMP_FILE_SUFFIX), final, data, read_only=False)
+    tmp = d / (names.BOOTSTRAP_CHECKPOINT_FILE + names.TMP_FILE_SUFFIX)
+    durable_replace(final, data, tmp_path=tmp, exclusive=False)
     return final
-
-
-def _write_then_rename(tmp: Path, final: Path, data: bytes, *, read_only: bool) -> None:
-    durable_replace(final, data, tmp_path=tmp, exclusive=True, read_only=read_only)

@@ -32,7 +32,7 @@ from migration.formats import names
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile, OffsetCheckpointFile
 from migration.formats.errors import KafkaFormatError
 from migration.formats.file_records import FileRecords
-from migration.formats.fileio import durable_mkdir, durable_replace
+from migration.formats.fileio import durable_mkdir, durable_replace, durable_unlink
 from migration.formats.meta_properties import MetaProperties
 from migration.formats.partition_metadata import PartitionMetadataFile
 from migration.formats.record_batch import RecordBatch
@@ -285,7 +285,7 @@ def clear_lock_holder(log_dir: str | os.PathLike[str], run_id: str | None) -> No
     """Forget the record of a killed run once it was resumed or rolled back elsewhere."""
     holder = read_lock_holder(log_dir)
     if holder is not None and holder.run_id == run_id and lock_holder_pid(log_dir) is None:
-        _holder_file(log_dir).unlink(missing_ok=True)
+        durable_unlink(_holder_file(log_dir))
 
 
 def lock_holder_pid(log_dir: str | os.PathLike[str]) -> int | None:
@@ -377,7 +377,7 @@ class LogDirLock:
             # read as a killed run, which it then was
             holder = read_lock_holder(self.log_dir)
             if holder is not None and holder.pid == os.getpid():
-                _holder_file(self.log_dir).unlink(missing_ok=True)
+                durable_unlink(_holder_file(self.log_dir))
             fcntl.lockf(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

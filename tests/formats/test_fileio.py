@@ -70,8 +70,8 @@ def test_fsync_dir_fsyncs_the_directory_itself(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(fileio.os, "fsync", spy)
     fsync_dir(tmp_path)
     assert synced == [str(tmp_path)]
+    (tmp_path / "f").write_bytes(b"")
     with pytest.raises(NotADirectoryError):
-        (tmp_path / "f").write_bytes(b"")
         fsync_dir(tmp_path / "f")
 
 
@@ -174,18 +174,42 @@ def test_durable_mkdir_makes_each_new_directory_durable_in_its_parent(
     assert ops == []
 
 
-def test_durable_link_and_unlink_fsync_the_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_durable_mkdir_refuses_a_file_in_the_way(tmp_path: Path) -> None:
+    (tmp_path / "home").write_bytes(b"not a directory")
+    with pytest.raises(FileExistsError):
+        fileio.durable_mkdir(tmp_path / "home")
+    with pytest.raises(FileExistsError):
+        fileio.durable_mkdir(tmp_path / "home" / "backups")
+
+
+def test_durable_unlink_fsyncs_the_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
     (tmp_path / "a" / "f").write_bytes(b"1")
     ops = _trace_durability(monkeypatch)
-    fileio.durable_link(tmp_path / "a" / "f", tmp_path / "b" / "f")
-    assert fileio.durable_unlink(tmp_path / "a" / "f", tmp_path / "a" / "missing") == 1
-    assert ops == [("link", "f->f"), ("fsync", str(tmp_path / "b")), ("unlink", "f"), ("fsync", str(tmp_path / "a"))]
+    assert fileio.durable_unlink(tmp_path / "a" / "f", tmp_path / "a" / "missing") == [tmp_path / "a" / "f"]
+    assert ops == [("unlink", "f"), ("fsync", str(tmp_path / "a"))]
+
+
+def test_write_and_fsync_and_background_writer_set_times_before_the_fsync(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        seen.append(os.fstat(fd).st_mtime_ns)
+        real(fd)
+
+    monkeypatch.setattr(fileio.os, "fsync", fsync)
+    fileio.write_and_fsync(tmp_path / "i", b"index", exclusive=True, times_ns=(1_000_000_000, 2_000_000_000))
+    w = BackgroundWriter(tmp_path / "l", chunk_bytes=4096, first_step=1 << 20, max_step=1 << 20)
+    w.write(b"log")
+    w.close(times_ns=(3_000_000_000, 4_000_000_000))
+    assert seen == [2_000_000_000, 4_000_000_000]
+    assert [(tmp_path / n).stat().st_mtime_ns for n in ("i", "l")] == seen
 
 
 # What may still call the file system's durability primitives itself, and why. Everything else
-# goes through fileio (durable_replace, durable_mkdir, durable_link, durable_unlink, fsync_dir,
+# goes through fileio (durable_replace, durable_mkdir, durable_unlink, fsync_dir,
 # write_and_fsync, BackgroundWriter), so the rules of docs/architecture.md, "Durability", are
 # kept in one module.
 _ALLOWED_PRIMITIVES = {
@@ -197,11 +221,26 @@ _ALLOWED_PRIMITIVES = {
     ("migration/migrations/unify/snapshot.py", "fsync"),
     # Spark's own log directory: nothing reads it after a crash
     ("migration/runtime/engine.py", "mkdir"),
-    # a dry run's throwaway store, removed when the unit ends
-    ("migration/migrations/tier/unit.py", "mkdtemp"),
+    # Kafka's replace protocol: the .deleted and staged files go, one fsync of the directory per step
+    ("migration/migrations/common/replace.py", "unlink"),
+    # a stale backup or staged entry a link then takes the name of; the directory is fsynced after
+    ("migration/migrations/common/backup.py", "unlink"),
+    ("migration/migrations/tier/backup.py", "unlink"),
+    ("migration/migrations/upgrade/unit.py", "unlink"),
+    # a commit drops the run's backups: a name a power cut brings back holds no state anyone reads
+    ("migration/migrations/common/backup.py", "rmtree"),
+    # a rewrite's partial .cleaned output: Kafka deletes every .cleaned file at startup, a re-run too
+    ("migration/migrations/upgrade/rewrite.py", "unlink"),
+    # a dry run's throwaway store: removed at the unit's start, its end and the run's finalize
+    ("migration/migrations/tier/unit.py", "rmtree"),
+    ("migration/migrations/tier/driver.py", "rmtree"),
+    # a multipart upload's directory, its removal made durable in uploads/ (filesystem._remove_tree)
+    ("migration/migrations/tier/filesystem.py", "rmtree"),
 }
 _PRIMITIVES = {"fsync", "fdatasync", "replace", "rename", "renames", "link", "hardlink_to", "mkdir", "makedirs",
-               "mkstemp", "mkdtemp", "move", "symlink"}
+               "mkstemp", "mkdtemp", "move", "symlink", "unlink", "remove", "rmtree"}
+# list.remove(x) and the like: only os.remove removes a file
+_OS_ONLY = {"remove"}
 # Folders whose writes are not kmigrate's persisted state: the demo builds a sample cluster.
 _NOT_STATE = ("migration/demo/",)
 
@@ -221,6 +260,8 @@ def test_every_persisted_file_and_directory_goes_through_fileio() -> None:
                 if node.func.attr in ("replace", "rename") and not (isinstance(owner, ast.Name) and owner.id == "os") \
                         and len(node.args) != 1:
                     continue  # str.replace(old, new), not os.replace or Path.replace(target)
+                if node.func.attr in _OS_ONLY and not (isinstance(owner, ast.Name) and owner.id == "os"):
+                    continue
                 if (rel, node.func.attr) not in _ALLOWED_PRIMITIVES:
                     found.append(f"{rel}:{node.lineno} {ast.unparse(node.func)}")
     assert not found, "persisted files and directories must go through migration/formats/fileio.py: " + \

@@ -12,6 +12,7 @@ from migration.formats.kraft_checkpoint import (
     build_checkpoint,
     read_checkpoint,
     read_checkpoint_file,
+    write_bootstrap_checkpoint,
     write_checkpoint_file,
 )
 from migration.formats.metadata_records import encode_metadata_record
@@ -93,3 +94,13 @@ def test_write_is_atomic_read_only_and_named(tmp_path):
     assert oct(p.stat().st_mode & 0o777) == "0o444"
     assert [f.name for f in tmp_path.iterdir()] == [p.name]
     assert read_checkpoint_file(p).metadata_records[0].fields["FeatureLevel"] == 21
+
+
+def test_bootstrap_write_overwrites_a_leftover_temporary_file(tmp_path):
+    """``bootstrap.checkpoint.tmp`` is a fixed name: the one a crash left behind is overwritten,
+    not a reason for every later run to fail."""
+    (tmp_path / "bootstrap.checkpoint.tmp").write_bytes(b"half a checkpoint")
+    data = build_checkpoint([FEATURE_MV21], header_timestamp=0, append_time=0)
+    p = write_bootstrap_checkpoint(tmp_path, data)
+    assert p.name == "bootstrap.checkpoint" and p.read_bytes() == data
+    assert [f.name for f in tmp_path.iterdir()] == [p.name]

@@ -3,9 +3,10 @@ the real-Kafka harness, load a sample of the crash states in a real broker too")
 
 The upgrade of tests/migrations/upgrade/test_power_loss.py (its log dir builder, its job, its
 run id) is recorded with strace, and a rollback started from the middle of it too; crash states
-of both models (tests/support/powerloss.py) are sampled across the run: ``.cleaned`` files
-written before the first swap, the first ``.swap``, mid-replace (originals ``.deleted``, new
-files ``.swap``), POSIX states that lost directory entries, the end, and states of the rollback.
+(tests/support/powerloss.py; the POSIX rules reach no state of their own, as the upgrade's
+power-loss test requires) are sampled across the run: ``.cleaned`` files written before the
+first swap, the first ``.swap``, mid-replace (originals ``.deleted``, new files ``.swap``), the
+last quarter, the end, and states of the rollback.
 Each state's log dir goes under topics of its own on one Kafka 4.x node, as the realkafka tests
 install segments (topics created first, every file of the state's partition directory, leftovers
 included, put under the new partition directory keeping its ``partition.metadata``; the
@@ -31,6 +32,9 @@ from support.kafka import ConsumedRecord, Load, judge_load, read_files, record_d
 
 pytestmark = [pytest.mark.realkafka, pytest.mark.usefixtures("strace_installed")]
 UPGRADE_TEST = Path(__file__).resolve().parents[1] / "migrations" / "upgrade" / "test_power_loss.py"
+# every state _sample looks for: each must be found (a distinct state), none silently left out
+SAMPLES = {"run-cleaned", "run-first-swap", "run-mid-replace", "run-late", "run-end",
+           "rb-rollback-staged", "rb-rollback-swap", "rb-rollback-late"}
 
 
 def _upgrade_power_loss():  # noqa: ANN202 - the module
@@ -45,7 +49,7 @@ def _upgrade_power_loss():  # noqa: ANN202 - the module
 
 
 def _sample(rec: pl.Recording, rel: str, tag: str) -> dict[str, pl.CrashState]:
-    """A few states spread over the recording, both models."""
+    """A few distinct states spread over the recording."""
     states = rec.crash_states()
     n = len(rec.ops)
 
@@ -66,13 +70,12 @@ def _sample(rec: pl.Recording, rel: str, tag: str) -> dict[str, pl.CrashState]:
         pick("cleaned", lambda st: st.model == pl.EXT4 and has(st, ".cleaned") and not has(st, ".swap"))
         pick("first-swap", lambda st: st.model == pl.EXT4 and has(st, ".swap"))
         pick("mid-replace", lambda st: st.model == pl.EXT4 and st.point >= n // 2 and has(st, ".deleted", ".swap"))
-        pick("posix-swap", lambda st: st.model == pl.POSIX and st.lost and has(st, ".swap"))
-        pick("posix-late", lambda st: st.model == pl.POSIX and st.lost and st.point >= 3 * n // 4)
+        pick("late", lambda st: st.model == pl.EXT4 and 3 * n // 4 <= st.point < ext4[-1].point)
         picks[f"{tag}-end"] = ext4[-1]
     else:
         pick("rollback-staged", lambda st: st.model == pl.EXT4 and st.point > 0 and has(st, ".cleaned"))
         pick("rollback-swap", lambda st: st.model == pl.EXT4 and has(st, ".swap") and st.point >= n // 3)
-        pick("rollback-posix", lambda st: st.model == pl.POSIX and st.lost and st.point >= n // 2)
+        pick("rollback-late", lambda st: st.model == pl.EXT4 and st.point >= 3 * n // 4)
     return picks
 
 
@@ -129,7 +132,7 @@ def test_a_real_broker_loads_sampled_power_loss_states(tmp_path_factory, kafka_n
     rb = pl.record(pl.python_script(script, scratch / "rollback.py"), root, env=env, cwd=scratch)
     assert rb.returncode == 0, rb.stderr[-3000:]
     samples |= _sample(rb, rel, "rb")
-    assert len(samples) >= 8, sorted(samples)
+    assert set(samples) == SAMPLES, f"found {sorted(samples)}, want {sorted(SAMPLES)}"
     recorded = time.monotonic() - t0
 
     # Each state: its partitions under topics "s<i>-<topic>"; what the loader model expects of them.

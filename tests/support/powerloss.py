@@ -1266,6 +1266,17 @@ def home_inside_root_fixture(*after: str) -> Any:
     return home_inside_root
 
 
+def assert_every_entry_durable_at_once(recording: Recording, states: Sequence[CrashState]) -> None:
+    """The POSIX model's states were built, and each one equals an ext4-ordered state: every entry
+    the run added or removed was fsynced into its directory before its next step, so no POSIX
+    rule left a state of its own. Otherwise the states only POSIX reaches, with what they lost
+    (they are judged like any other; this names the entry operations left unsynced)."""
+    assert any(POSIX in (st.model, *(m for m, _, _ in st.also)) for st in states), "no POSIX state was built"
+    own = [st for st in states if st.model == POSIX]
+    assert not own, f"{len(own)} state(s) only the POSIX rules reach, e.g.:\n" + \
+        "\n".join(recording.describe(st) for st in own[:3])
+
+
 def assert_no_failures(recording: Recording, states: Sequence[CrashState], judge: Callable[[CrashState], list[str]],
                        title: str) -> None:
     """Every state judged; none may fail (the report of every failure otherwise)."""

@@ -42,7 +42,6 @@ the directory fsync).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -53,7 +52,7 @@ from pydantic import BaseModel, Field
 from migration.formats import names
 from migration.formats.errors import CorruptIndexError, CorruptRecordError, KafkaFormatError, TruncatedError
 from migration.formats.file_records import Batch, FileRecords
-from migration.formats.fileio import durable_replace, fsync_dir
+from migration.formats.fileio import durable_replace, durable_unlink, fsync_dir
 from migration.formats.index_builder import DEFAULT_INDEX_INTERVAL_BYTES, IndexBuilder
 from migration.formats.index_file import IndexFile
 from migration.formats.model import MAGIC_V2
@@ -270,8 +269,7 @@ def rebuild_segment_indexes(
         if old == data:
             assert st is not None
             # Already what recovery builds (also after a crash that had renamed it in).
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path.with_name(path.name + TMP_SUFFIX))
+            durable_unlink(path.with_name(path.name + TMP_SUFFIX))
             repair.files.append(IndexFileRepair(file=path.name, action="unchanged", entries_before=len(index),
                                                 entries_after=len(index), size_before=len(old),
                                                 size_after=len(data), mtime_ns=st.st_mtime_ns))
@@ -310,12 +308,4 @@ def discard_repair_leftovers(partition_dir: str | os.PathLike[str], base_offset:
     log = _paths(pdir, base_offset)[0]
     if _staged_rewrite(log):
         raise ReplacementInFlight(f"{log}: a rewrite of this segment is staged; its .cleaned files are not ours")
-    removed = []
-    for p in _paths(pdir, base_offset)[1:]:
-        tmp = p.with_name(p.name + TMP_SUFFIX)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-            removed.append(tmp.name)
-    if removed:
-        fsync_dir(pdir)
-    return removed
+    return [p.name for p in durable_unlink(*(p.with_name(p.name + TMP_SUFFIX) for p in _paths(pdir, base_offset)[1:]))]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from migration.formats import names
 from migration.formats.errors import KafkaFormatError
-from migration.formats.fileio import fsync_dir
+from migration.formats.fileio import durable_unlink, fsync_dir
 from migration.runtime.faults import fault_point
 
 
@@ -160,11 +160,8 @@ def settle_range(directory: Path, first: int, end: int | None, old_files: Sequen
             by_prefix.setdefault(n.split(".", 1)[0], []).append(n)
         replace_segments(directory, list(by_prefix.values()), old_files)
         done.append(f"finished the replacement by {', '.join(s + names.SWAP_FILE_SUFFIX for s in swaps)}")
-    deleted = [e.name for e in os.scandir(directory)
-               if e.name.endswith(names.DELETED_FILE_SUFFIX) and _offset_in(e.name, first, end)]
-    for n in deleted:
-        os.unlink(directory / n)
+    deleted = durable_unlink(*(e.path for e in os.scandir(directory)
+                                if e.name.endswith(names.DELETED_FILE_SUFFIX) and _offset_in(e.name, first, end)))
     if deleted:
-        fsync_dir(directory)
-        done.append(f"removed {', '.join(sorted(deleted))}")
+        done.append(f"removed {', '.join(sorted(p.name for p in deleted))}")
     return done

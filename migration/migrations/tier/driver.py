@@ -34,6 +34,7 @@ import json
 import os
 import secrets
 import shlex
+import shutil
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -174,8 +175,8 @@ def finalize_tier(run_id: str) -> RunReport:
             report.add_unit(u.broker_id, topic, partition, summary)
         records.extend(r.get("segment_metadata", []))
     _write_jsonl(rd.path / JSONL_NAME, records)
-    with contextlib.suppress(OSError):  # the dry-run units removed their stores; the parent goes too
-        (rd.path / DRY_RUN_STORE).rmdir()
+    # the dry-run units removed their stores, but a killed one leaves its own: all go with the parent
+    shutil.rmtree(rd.path / DRY_RUN_STORE, ignore_errors=True)
     report.finish()
     ReportStore().save(report)
     rd.write("report-path.json", {"report": str(ReportStore().json_path(run_id))})
@@ -384,10 +385,8 @@ def _restore_files(pdir: Path, manifest: Path, doc: PartitionBackup) -> list[str
     temporaries += [pdir / (n + INDEX_REPAIR_SUFFIX) for n in [*doc.created, *replaced]
                     if n.endswith((names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX))]
     temporaries += snapshot_temporaries(pdir)
-    gone = [p.name for p in created if p.exists()]
-    if durable_unlink(*created):
-        done.append("removed " + ", ".join(gone))
-    left = [p.name for p in dict.fromkeys(temporaries) if p.exists()]
-    if durable_unlink(*dict.fromkeys(temporaries)):
-        done.append("removed the temporary file(s) " + ", ".join(left))
+    if gone := durable_unlink(*created):
+        done.append("removed " + ", ".join(p.name for p in gone))
+    if left := durable_unlink(*dict.fromkeys(temporaries)):
+        done.append("removed the temporary file(s) " + ", ".join(p.name for p in left))
     return done

@@ -156,7 +156,9 @@ class FileSystemObjectStore(ObjectStore):
         durable_mkdir(sidecar.parent)
         doc = {"version": SIDECAR_VERSION, "key": key, "content_type": content_type, "metadata": metadata,
                "file": {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns}}
-        durable_replace(sidecar, json.dumps(doc, sort_keys=True).encode("utf-8"), tmp_suffix=f".{uuid.uuid4().hex}.tmp")
+        # its temporary under tmp/, where remove_temporaries finds what a killed write left
+        durable_replace(sidecar, json.dumps(doc, sort_keys=True).encode("utf-8"),
+                        tmp_path=self._temporary_path(key))
 
     def _put(self, key: str, data: bytes, *, content_type: str, metadata: dict[str, str], crc: str) -> str | None:
         self._install(key, data, content_type=content_type, metadata=metadata)

@@ -268,7 +268,7 @@ def _cleanup_partition_prefix(store: ObjectStore, part_prefix: str, keep_stems: 
 def run_unit(unit: Unit, options: dict[str, Any] | TierOptions) -> dict[str, Any]:
     """Executor side of one partition: snapshots, then staging of its closed segments in order."""
     opts = options if isinstance(options, TierOptions) else TierOptions.model_validate(options)
-    scratch = _scratch_store_root(opts) if opts.dry_run else None
+    scratch = _scratch_store_root(opts, unit.id) if opts.dry_run else None
     try:
         return _run_unit(unit, opts, scratch)
     finally:
@@ -464,12 +464,14 @@ def _requests(store: ObjectStore | None) -> dict[str, int]:
     return dict(store.requests) if store is not None else {}
 
 
-def _scratch_store_root(opts: TierOptions) -> Path:
+def _scratch_store_root(opts: TierOptions, unit_id: str) -> Path:
     """A fresh directory for one dry-run unit's throwaway store, under the run directory (not
-    the system temp dir, which may be memory-backed: it holds a segment's objects at a time)."""
+    the system temp dir, which may be memory-backed: it holds a segment's objects at a time).
+    Named after the unit, so a re-run of a killed dry run removes what the killed one left."""
     base = Path(opts.scratch_dir) if opts.scratch_dir else Path(tempfile.gettempdir())
-    durable_mkdir(base)
-    return Path(tempfile.mkdtemp(prefix="unit-", dir=base))
+    d = base / ("unit-" + hashlib.sha256(unit_id.encode()).hexdigest()[:16])
+    shutil.rmtree(d, ignore_errors=True)
+    return durable_mkdir(d)
 
 
 def _validate_closed_segment(pdir: Path, plan: _SegmentPlan, epochs: list[tuple[int, int]], *, repair: bool,

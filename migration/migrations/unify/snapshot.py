@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 from migration.formats import names
-from migration.formats.fileio import durable_replace, fsync_dir, write_all
+from migration.formats.fileio import durable_replace, durable_unlink, write_all
 from migration.formats.kraft_checkpoint import KRaftControlRecord, build_checkpoint
 from migration.migrations.unify.state import CheckpointRead, record_values
 from migration.runtime.faults import armed as faults_armed
@@ -37,17 +37,11 @@ def build_zero(boot: CheckpointRead, zero: CheckpointRead | None) -> bytes:
 def remove_partial_zero(mdir: Path) -> list[str]:
     """Delete partial zero checkpoints (ours, from an interrupted run): Kafka deletes them at
     startup anyway, and none is ever a complete file."""
-    removed: list[str] = []
     if not mdir.is_dir():
-        return removed
+        return []
     prefix = names.ZERO_CHECKPOINT_FILE[: -len(names.CHECKPOINT_FILE_SUFFIX)]
-    for e in os.scandir(mdir):
-        if e.name.startswith(prefix) and e.name.endswith(names.PARTIAL_CHECKPOINT_SUFFIX):
-            os.unlink(e.path)
-            removed.append(e.name)
-    if removed:
-        fsync_dir(mdir)
-    return removed
+    return [p.name for p in durable_unlink(*(e.path for e in os.scandir(mdir) if e.name.startswith(prefix)
+                                             and e.name.endswith(names.PARTIAL_CHECKPOINT_SUFFIX)))]
 
 
 def write_zero(mdir: Path, data: bytes) -> Path:

@@ -307,15 +307,15 @@ class _SegmentWriter:
         self.path.unlink(missing_ok=True)
 
     def close(self, mtime_ns: int) -> OutputSegment:
-        self._file.close()  # written, hashed and fsynced
+        # Kafka falls back to the .log mtime for retention when records carry no timestamp: each
+        # file gets the input's, set before its fsync.
+        times = (mtime_ns, mtime_ns)
+        self._file.close(times_ns=times)  # written, hashed and fsynced
         offset_index, time_index = self.indexes.finish()
         index_path = self.directory / (self.index_name + names.CLEANED_FILE_SUFFIX)
         time_path = self.directory / (self.time_index_name + names.CLEANED_FILE_SUFFIX)
-        write_and_fsync(index_path, offset_index.to_bytes(), exclusive=False)
-        write_and_fsync(time_path, time_index.to_bytes(), exclusive=False)
-        # Kafka falls back to the .log mtime for retention when records carry no timestamp.
-        for p in (self.path, index_path, time_path):
-            os.utime(p, ns=(mtime_ns, mtime_ns))
+        write_and_fsync(index_path, offset_index.to_bytes(), exclusive=False, times_ns=times)
+        write_and_fsync(time_path, time_index.to_bytes(), exclusive=False, times_ns=times)
         return OutputSegment(
             base_offset=self.base_offset,
             files=[self.log_name, self.index_name, self.time_index_name],
@@ -373,8 +373,7 @@ def _write_txn_indexes(directory: Path, txn_path: Path, outputs: list[OutputSegm
     if len(outputs) == 1:
         name = outputs[0].files[0].replace(names.LOG_FILE_SUFFIX, names.TXN_INDEX_FILE_SUFFIX)
         target = directory / (name + names.CLEANED_FILE_SUFFIX)
-        write_and_fsync(target, txn_path.read_bytes(), exclusive=False)
-        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+        write_and_fsync(target, txn_path.read_bytes(), exclusive=False, times_ns=(st.st_atime_ns, st.st_mtime_ns))
         outputs[0].files.append(name)
         return
     txn = TransactionIndex.read(txn_path, strict=False)
@@ -389,8 +388,8 @@ def _write_txn_indexes(directory: Path, txn_path: Path, outputs: list[OutputSegm
         # The first output always gets one, so every file of the input has its replacement.
         name = names.txn_index_file_name(out.base_offset)
         target = directory / (name + names.CLEANED_FILE_SUFFIX)
-        write_and_fsync(target, per[k].to_bytes() if k in per else b"", exclusive=False)
-        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+        write_and_fsync(target, per[k].to_bytes() if k in per else b"", exclusive=False,
+                        times_ns=(st.st_atime_ns, st.st_mtime_ns))
         out.files.append(name)
 
 

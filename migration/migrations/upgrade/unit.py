@@ -23,7 +23,7 @@ from migration.formats import names
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 from migration.formats.digest import RecordDigest, RecordDigester
 from migration.formats.errors import KafkaFormatError, TruncatedError
-from migration.formats.fileio import fsync_dir
+from migration.formats.fileio import durable_unlink, fsync_dir
 from migration.migrations.common.backup import (
     UnitBackup,
     UnitPlace,
@@ -239,8 +239,7 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
         rr = rewrite_segment(log, spec)  # removes its own partial output when it fails
         after = _digest_outputs(pdir, rr.outputs, staged=True)
     except KafkaFormatError as exc:
-        for p in cleaned_paths(pdir, rr.outputs if rr is not None else []):
-            p.unlink(missing_ok=True)
+        durable_unlink(*cleaned_paths(pdir, rr.outputs if rr is not None else []))
         j.state = JournalState.FAILED
         j.error = exc.to_dict()
         save_journal(ctx.run_dir, j)

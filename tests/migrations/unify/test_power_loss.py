@@ -84,5 +84,5 @@ def test_power_loss_during_unify_bootstrap(workdir, kraft, dynamic) -> None:
         return problems
 
     states = rec.crash_states()
-    assert any(st.model == pl.POSIX for st in states)
+    pl.assert_every_entry_durable_at_once(rec, states)
     pl.assert_no_failures(rec, states, judge, "power loss during unify-bootstrap")
