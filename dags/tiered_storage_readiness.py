@@ -57,7 +57,7 @@ with DAG(
 
     @task
     def brokers() -> list[int]:
-        return tier.brokers(_params())
+        return tier.brokers_step(_params())
 
     @task_group(group_id="broker")
     def per_broker(broker_id: int):

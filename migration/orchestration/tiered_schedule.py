@@ -49,10 +49,15 @@ def params_of(raw: dict[str, Any]) -> TierParams:
     return dag_params(TierParams, raw)
 
 
+def brokers_step(raw: dict[str, Any]) -> list[int]:
+    """The DAG's first task: the Spark connection checked, then the brokers to work on."""
+    check_spark_connection(load_cluster(raw.get("cluster")))
+    return brokers(raw)
+
+
 def brokers(raw: dict[str, Any]) -> list[int]:
-    """The DAG's first task: the brokers to work on; the Spark connection checked first."""
+    """The brokers the DAG run works on (also what the final report merges: no Airflow lookup)."""
     desc = load_cluster(raw.get("cluster"))
-    check_spark_connection(desc)
     known = [b.id for b in desc.brokers]
     wanted = [int(b) for b in raw.get("brokers") or known]
     unknown = sorted(set(wanted) - set(known))

@@ -46,3 +46,17 @@ def test_a_yarn_master_is_refused_unless_the_cluster_description_asks_for_yarn(c
 def test_other_masters_pass_as_the_spark_provider_resolves_them(conn, master):
     assert spark_master(conn) == master
     assert check_spark_connection(DESC, lookup=_lookup(conn)) == master
+
+
+def test_the_tiered_dag_checks_spark_default_in_its_first_task_only(sample_cluster, monkeypatch):
+    """The tiered DAG's first task checks the connection; the final report, which merges the
+    brokers' reports, lists the same brokers without it (no Spark job is left to submit)."""
+    from migration.orchestration import tiered_schedule
+    from migration.runtime import airflow_adapter
+
+    monkeypatch.setattr(airflow_adapter, "find_connection", lambda conn_id: None)
+    raw = {"cluster": str(sample_cluster.description_path)}
+    with pytest.raises(SparkConnectionError, match="spark_default is missing"):
+        tiered_schedule.brokers_step(raw)
+    assert tiered_schedule.brokers(raw) == [b.id for b in ClusterDescription.load(sample_cluster.description_path)
+                                            .brokers]
