@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast, get_args
 
 import typer
 from rich.console import Console
@@ -222,41 +222,37 @@ def unknown_run(command: str, run_id: str, known: list[str], where: str) -> type
     return usage_error(command, f"no run {run_id} in {where}; {hint}")
 
 
+# ---------------------------------------------------------------- the run a rollback or commit acts on
+
 # Unit kinds of an upgrade job (migrations/upgrade/driver.py UNIT_KINDS): what rollback and
 # commit act on.
 _UPGRADE_UNIT_KINDS = frozenset({"upgrade-segment", "upgrade-leader-epoch"})
+
+
+class RunToUndo(NamedTuple):
+    """The run ``kmigrate rollback`` or ``commit`` acts on, decided once (:func:`classify_run`):
+    its kind, and the backup root to pass on (None: the one its job names)."""
+
+    kind: Literal["upgrade", "tier-prepare"]
+    backup_root: str | None
 
 
 def _upgrade_run_ids(runs: Path) -> list[str]:
     return sorted(p.name for p in runs.iterdir() if (p / "job.json").is_file()) if runs.is_dir() else []
 
 
-def rollback_if_tier_run(run_id: str, backup_root: Path | None) -> None:
-    """``kmigrate rollback RUN`` of a tier-prepare run (its job has ``tier-partition`` units, or its
-    backups a ``tier/`` directory in ``backup_root``, the root its report names, or the default
-    root): its log-dir changes undone (migrations/tier/driver.py ``rollback_tier_run``), one line
-    per partition, then exit with the report's code. Does nothing for any other run."""
-    if not _RUN_ID.match(run_id):
-        return  # the caller says what is wrong with it
-    from migration.migrations.tier.driver import is_tier_run, rollback_tier_run
-
-    root = backup_root or _reported_backup_root(run_id)
-    if not is_tier_run(run_id, root):
-        return
-    report = rollback_tier_run(run_id, backup_root=None if root is None else str(root))
-    lines = [f"{u.status.value} {topic}-{partition} ({u.path}): {'; '.join(f.message for f in u.errors + u.warnings)}"
-             for _bid, topic, partition, u in report.iter_units()]
-    raise typer.Exit(show_report(report, "rollback", lines=lines))
-
-
-def upgrade_run_backup_root(command: str, run_id: str, *, backup_root: Path | None = None,
-                            from_backups: bool = False) -> str | None:
-    """Exit 2, having written nothing, unless ``run_id`` is an upgrade run of this home: its job
-    is in the home's runs, or (``from_backups``: a rollback whose run directory is lost) its
-    backups are in ``backup_root``, the root its report names, or the default root. Returns the
-    backup root to pass on (None: the one the run's job names)."""
+def classify_run(command: str, run_id: str, *, backup_root: Path | None = None,
+                 from_backups: bool = False) -> RunToUndo:
+    """Which run of this home ``run_id`` is, from its job (read once) or, for a rollback
+    (``from_backups``), from its backups when it has no job: in ``backup_root``, the root its
+    report names (read once) or the default root. A rollback acts on upgrade and tier-prepare
+    runs, a commit on upgrade runs. Exit 2, having written nothing, when it is no such run: not
+    a run id, unknown here, a job of other units, or (commit) no job. A run directory without
+    job or backups is the driver's to judge (it never changed a log dir)."""
     import json
 
+    from migration.migrations.tier.backup import tier_backup_dir
+    from migration.migrations.tier.plan import UNIT_KIND as TIER_UNIT_KIND
     from migration.settings import default_backup_root, runs_dir
 
     if not _RUN_ID.match(run_id):
@@ -265,28 +261,29 @@ def upgrade_run_backup_root(command: str, run_id: str, *, backup_root: Path | No
     runs = runs_dir()
     run_dir = runs / run_id
     job = run_dir / "job.json"
+    given = str(backup_root) if backup_root is not None else None
     if job.is_file():
         try:
             kinds = {str(u.get("kind")) for u in json.loads(job.read_text()).get("units", [])}
         except (OSError, ValueError, AttributeError) as exc:
             raise usage_error(command, f"run {run_id}: its job file {job} is unreadable ({exc})") from None
+        if from_backups and TIER_UNIT_KIND in kinds:
+            return RunToUndo("tier-prepare", given)
         if kinds - _UPGRADE_UNIT_KINDS:
             raise usage_error(command, f"run {run_id} is not an upgrade run (its units are "
                                        f"{', '.join(sorted(kinds))}): {command} acts on upgrade runs")
-        return str(backup_root) if backup_root is not None else None
-    root = None
-    if from_backups:
-        root = backup_root or _reported_backup_root(run_id) or default_backup_root()
-        if (root / run_id / "manifests").is_dir():  # migrations/common/backup.py layout
-            return str(root)
-    if run_dir.is_dir() and from_backups:
-        return str(root)  # started here, never changed a log dir: the rollback says so and succeeds
-    if run_dir.is_dir():
-        raise usage_error(command, f"run {run_id} in {runs} has no upgrade job (it was refused, or failed, "
-                                   f"before it planned anything): nothing to {command}"
-                          + (f", and no backups of it in {root}" if root is not None else ""))
-    where = str(runs) + (f" nor backups of it in {root}" if root is not None else "")
-    raise unknown_run(command, run_id, _upgrade_run_ids(runs), where)
+        return RunToUndo("upgrade", given)
+    if not from_backups:
+        if run_dir.is_dir():
+            raise usage_error(command, f"run {run_id} in {runs} has no upgrade job (it was refused, or failed, "
+                                       f"before it planned anything): nothing to {command}")
+        raise unknown_run(command, run_id, _upgrade_run_ids(runs), str(runs))
+    root = backup_root or _reported_backup_root(run_id) or default_backup_root()
+    if tier_backup_dir(root, run_id).is_dir():
+        return RunToUndo("tier-prepare", str(root))
+    if run_dir.is_dir() or (root / run_id / "manifests").is_dir():  # migrations/common/backup.py layout
+        return RunToUndo("upgrade", str(root))
+    raise unknown_run(command, run_id, _upgrade_run_ids(runs), f"{runs} nor backups of it in {root}")
 
 
 def _reported_backup_root(run_id: str) -> Path | None:
@@ -298,6 +295,12 @@ def _reported_backup_root(run_id: str) -> Path | None:
     except (LookupError, ValueError, OSError):
         return None
     return Path(value) if isinstance(value, str) and value else None
+
+
+def tier_rollback_lines(report: RunReport) -> list[str]:
+    """A tier-prepare run's rollback: one line per partition, with what was done and said."""
+    return [f"{u.status.value} {topic}-{partition} ({u.path}): {'; '.join(f.message for f in u.errors + u.warnings)}"
+            for _bid, topic, partition, u in report.iter_units()]
 
 
 # ---------------------------------------------------------------- DAG run ids
@@ -350,7 +353,7 @@ def rollback_dag_run(run_id: str, backup_root: Path | None) -> None:
                       f"{', '.join(order)}", markup=False, highlight=False, soft_wrap=True)
     code = EXIT_OK
     for step in order:
-        root = upgrade_run_backup_root("rollback", step, backup_root=backup_root, from_backups=True)
+        root = classify_run("rollback", step, backup_root=backup_root, from_backups=True).backup_root
         report = rollback_run(step, backup_root=root)
         console.print(f"rollback of {step}: exit {report.exit_code()}", markup=False, highlight=False)
         code = max(code, show_report(report, "rollback"))

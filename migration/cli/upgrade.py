@@ -117,24 +117,28 @@ def rollback(run_id: Annotated[str, typer.Argument(
     log dirs are in: finished, interrupted, or loaded by Kafka since. A tier-prepare run: the
     snapshots it created removed, the files it replaced and the leader-epoch-checkpoint restored
     (objects it staged stay in the store)."""
-    from migration.cli.common import rollback_dag_run, rollback_if_tier_run, say_home, upgrade_run_backup_root
+    from migration.cli.common import classify_run, rollback_dag_run, say_home, show_report, tier_rollback_lines
     from migration.migrations.upgrade.driver import rollback_run
 
     say_home("rollback")
     rollback_dag_run(run_id, backup_root)  # a DAG run id: its step runs (exits)
-    rollback_if_tier_run(run_id, backup_root)  # a tier-prepare run: its log-dir changes (exits)
     # An unknown run id is a usage error (2), checked before anything is written.
-    root = upgrade_run_backup_root("rollback", run_id, backup_root=backup_root, from_backups=True)
-    _show(rollback_run(run_id, backup_root=root), "rollback")
+    run = classify_run("rollback", run_id, backup_root=backup_root, from_backups=True)
+    if run.kind == "tier-prepare":  # its log-dir changes undone (objects it staged stay in the store)
+        from migration.migrations.tier.driver import rollback_tier_run
+
+        report = rollback_tier_run(run_id, backup_root=run.backup_root)
+        raise typer.Exit(show_report(report, "rollback", lines=tier_rollback_lines(report)))
+    _show(rollback_run(run_id, backup_root=run.backup_root), "rollback")
 
 
 def commit(run_id: Annotated[str, typer.Argument(help="The upgrade run to make final.")]) -> None:
     """Drop the backups of an upgrade run (no rollback afterwards)."""
-    from migration.cli.common import say_home, upgrade_run_backup_root
+    from migration.cli.common import classify_run, say_home
     from migration.migrations.upgrade.driver import commit_run
 
     say_home("commit")
-    upgrade_run_backup_root("commit", run_id)
+    classify_run("commit", run_id)
     _show(commit_run(run_id), "commit")
 
 
