@@ -105,9 +105,8 @@ def test_canary_only_run_through_the_rest_api_waits_for_approval(airflow_base_en
                                                                "approval": "human"}, body
         # Required Actions: the approval is waiting for an operator.
         status, body = _get(f"{origin}/api/v2/dags/{DAG}/dagRuns/{run}/hitlDetails", token)
-        if status == 200:
-            assert any(d.get("task_instance", {}).get("task_id") == "approve_human" or
-                       d.get("task_id") == "approve_human" for d in body.get("hitl_details", [])), body
+        assert status == 200, (status, body)
+        assert any(d["task_instance"]["task_id"] == "approve_human" for d in body["hitl_details"]), body
     finally:
         os.killpg(launcher.pid, signal.SIGINT)
         try:

@@ -114,7 +114,9 @@ def test_a_newcomer_replays_every_command_the_demo_prints(airflow_base_env, priv
         if command.startswith("airflow dags test "):
             assert re.search(r"DagRun Finished: .* state=success", output), f"$ {command}\n{output[-5000:]}"
     listing = (tmp_path / f"replay-{rest.index(next(c for c in rest if 'report --list' in c))}.log").read_text()
-    assert re.search(r"^manual__\S+ +upgrade +ok +exit 0$", listing, re.M), listing  # the DAG run's own report
+    dag_runs = listing.split("DAG runs (their merged reports):", 1)[-1].split("runs (DAG steps and commands):", 1)[0]
+    # the DAG run's own report, listed with the DAG runs: started, run id, kind, status, exit
+    assert re.search(r"^  \S+ \S+  manual__\S+ +upgrade +ok +0$", dag_runs, re.M), listing
 
     # The api-server as printed, on its own (on a free port: 8080 may be taken on a shared machine).
     port = _free_port()

@@ -156,10 +156,7 @@ def test_inventory_in_a_pipe_keeps_names_whole_and_shows_iso_time(sample_cluster
 def test_report_list_has_headers_times_and_dag_runs_apart(sample_cluster, home) -> None:
     from datetime import UTC, datetime
 
-    try:
-        from migration.audit.merge import merge_reports
-    except ImportError:  # before the merge moved to audit/
-        from migration.orchestration.common import merge_reports
+    from migration.audit.merge import merge_reports
     from migration.audit.model import RunKind
 
     step = _upgrade(sample_cluster.broker_log_dirs[1])

@@ -304,6 +304,7 @@ def test_prepared_every_closed_segment_is_copied_byte_for_byte(tiered):
         for base, data in remote.items():
             assert data == (tiered.sources[tp] / f"{base}.log").read_bytes(), f"{tp}/{base}.log differs in the tier"
         # the producer snapshot Kafka ships with each segment is kmigrate's, at the next segment's base
+        assert sorted(int(b) for b in tiered.remote_snapshots[tp]) == copied, (tp, sorted(tiered.remote_snapshots[tp]))
         for base, data in tiered.remote_snapshots[tp].items():
             nxt = bases[bases.index(int(base)) + 1] if int(base) != bases[-1] else tiered.files[tp].load.log_end_offset
             ours = tiered.sources[tp] / f"{nxt:020d}.snapshot"
