@@ -100,13 +100,6 @@ class RunStatus(StrEnum):
     REFUSED = "refused"
 
 
-def magic_format(magic: int) -> str:
-    """Format label of a Kafka message format (magic byte): ``v0``, ``v1``, ``v2``."""
-    if magic not in (0, 1, 2):
-        raise ValueError(f"unknown message format magic {magic}")
-    return f"v{magic}"
-
-
 def _utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
 

@@ -24,6 +24,3 @@ def parse_java_int(text: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int |
     return value if lo <= value <= hi else None
 
 
-def parse_java_long(text: str) -> int | None:
-    """``Long.parseLong``, or None."""
-    return parse_java_int(text, INT64_MIN, INT64_MAX)

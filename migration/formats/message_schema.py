@@ -840,9 +840,6 @@ class MessageSchema:
             )
         return codec
 
-    def is_flexible(self, version: int) -> bool:
-        return version in self.flexible_versions
-
     def decode_from(
         self, buf: bytes | bytearray | memoryview, pos: int, version: int, *, keep_unknown_tags: bool = True
     ) -> tuple[dict[str, Any], int]:
@@ -882,10 +879,6 @@ class MessageSchema:
         """A value with every field present at ``version`` set to its default."""
         codec = self._codec(version)
         return codec.default_value()
-
-    def field_names(self, version: int) -> list[str]:
-        return list(self._codec(version).order)
-
 
 # --------------------------------------------------------------------------- loading
 

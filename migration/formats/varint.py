@@ -14,10 +14,6 @@ from __future__ import annotations
 from migration.formats.errors import CorruptRecordError, TruncatedError
 
 
-def zigzag_encode(n: int) -> int:
-    return (n << 1) ^ (n >> 63)
-
-
 def encode_unsigned_varint(u: int) -> bytes:
     out = bytearray()
     while u >= 0x80:
@@ -93,10 +89,3 @@ def decode_unsigned_varint(buf: bytes | memoryview, pos: int, max_bytes: int = V
             )
 
 
-def sizeof_varint(n: int) -> int:
-    u = (n << 1) ^ (n >> 63)
-    size = 1
-    while u >= 0x80:
-        u >>= 7
-        size += 1
-    return size

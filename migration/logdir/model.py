@@ -281,13 +281,6 @@ def read_lock_holder(log_dir: str | os.PathLike[str]) -> LockHolder | None:
     return holder if holder.version == HOLDER_VERSION else None
 
 
-def clear_lock_holder(log_dir: str | os.PathLike[str], run_id: str | None) -> None:
-    """Forget the record of a killed run once it was resumed or rolled back elsewhere."""
-    holder = read_lock_holder(log_dir)
-    if holder is not None and holder.run_id == run_id and lock_holder_pid(log_dir) is None:
-        durable_unlink(_holder_file(log_dir))
-
-
 def lock_holder_pid(log_dir: str | os.PathLike[str]) -> int | None:
     """The pid of the process holding the log dir's ``.lock`` (F_GETLK), or None if free."""
     lock = Path(log_dir) / names.LOCK_FILE

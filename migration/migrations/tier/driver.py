@@ -236,20 +236,6 @@ ROLLED_BACK_CODE = FindingCode.TIER_ROLLED_BACK
 OBJECTS_KEPT_CODE = FindingCode.TIER_OBJECTS_KEPT
 
 
-def is_tier_run(run_id: str, backup_root: str | os.PathLike[str] | None = None) -> bool:
-    """Whether ``run_id`` is a tier-prepare run of this home: its job has ``tier-partition``
-    units, or (its run directory lost) its backups have a ``tier/`` directory under
-    ``backup_root`` (default: the default backup root)."""
-    rd = RunDir.existing(run_id)
-    if rd is not None and rd.job_path.is_file():
-        try:
-            return any(u.kind == UNIT_KIND for u in rd.read_job()[0])
-        except (OSError, ValueError):
-            return False
-    root = Path(backup_root) if backup_root is not None else default_backup_root()
-    return tier_backup_dir(root, run_id).is_dir()
-
-
 def _job_options(rd: RunDir | None) -> dict[str, Any] | None:
     if rd is None or not rd.job_path.is_file():
         return None

@@ -21,7 +21,7 @@ from migration.logdir.model import is_locked
 from migration.logdir.validate import ValidationResult, validate_partition_dir
 from migration.logdir.validation import validate_metadata_dir
 from migration.runtime.documents import PrepareDocument
-from migration.runtime.engine import NoParams, Unit, UnitKind, get_engine, unit_kinds
+from migration.runtime.engine import NoParams, Unit, UnitKind, unit_kinds
 from migration.runtime.runs import RunDir
 
 UNIT_KIND = "validate-partition"
@@ -118,10 +118,3 @@ def finalize_preflight(run_id: str, *, params: dict[str, Any] | None = None, sav
     return report
 
 
-def execute_preflight(brokers: dict[int, list[str]], *, run_id: str, engine: str = "inline",
-                      spark: Any = None, master: str | None = None) -> RunReport:
-    rd = prepare_preflight(brokers, run_id=run_id)
-    units, options = rd.read_job()
-    engine_ = get_engine(engine, spark=spark, master=master)
-    rd.write_results(engine_.run(units, options, kinds=UNIT_KINDS))
-    return finalize_preflight(run_id)
