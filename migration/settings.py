@@ -31,6 +31,11 @@ ENV_REPORT_ROOT = "KMIGRATE_REPORT_ROOT"
 ENV_BACKUP_ROOT = "KMIGRATE_BACKUP_ROOT"
 ENV_SESSIONS_URL = "KMIGRATE_SESSIONS_URL"
 ENV_XDG_STATE_HOME = "XDG_STATE_HOME"
+ENV_PROJECT_ROOT = "KMIGRATE_PROJECT_ROOT"  # the checkout, for processes started elsewhere
+ENV_CLUSTER = "KMIGRATE_CLUSTER"  # the cluster description, when no DAG param names one
+# The home's layout (docs/operations.md, "Where state lives"): every path under it is named here.
+RUNS_DIR, REPORTS_DIR, STATE_DIR = "runs", "reports", "state"
+LOCKS_DIR, BELIEFS_DIR, SESSIONS_DB = "locks", "beliefs", "sessions.sqlite"  # under state/
 # What a Spark executor or a spark-submit driver needs to see the driver's state: the home and
 # the overrides of its parts. Not the sessions URL: only drivers use the session store, and the
 # URL may hold a password, which has no business in a job file.
@@ -147,7 +152,30 @@ def out_dir() -> Path:
 
 def runs_dir() -> Path:
     """Per-run working files: plans, Spark job and result files, journals, run records."""
-    return home() / "runs"
+    return home() / RUNS_DIR
+
+
+def reports_dir(home_dir: Path | None = None) -> Path:
+    """``$KMIGRATE_REPORT_ROOT``, else ``<home>/reports`` (``home_dir``, by default the home)."""
+    env = os.environ.get(ENV_REPORT_ROOT)
+    if env:
+        return Path(env)
+    return (home_dir if home_dir is not None else home()) / REPORTS_DIR
+
+
+def locks_dir() -> Path:
+    """The lock records: which run holds which log dir's lock (logdir/model.py)."""
+    return home() / STATE_DIR / LOCKS_DIR
+
+
+def beliefs_dir() -> Path:
+    """What each scheduled flow last believed of a broker's epoch (orchestration/incremental.py)."""
+    return home() / STATE_DIR / BELIEFS_DIR
+
+
+def sessions_db() -> Path:
+    """The session store's SQLite file when ``$KMIGRATE_SESSIONS_URL`` names none."""
+    return home() / STATE_DIR / SESSIONS_DB
 
 
 def state_env() -> dict[str, str]:
@@ -168,7 +196,7 @@ def apply_state_env(env: Mapping[str, str]) -> None:
 
 def project_root() -> Path:
     """The checkout (DAGs, plugins, the demo's files); not where state lives."""
-    return Path(os.environ.get("KMIGRATE_PROJECT_ROOT") or os.getcwd()).resolve()
+    return Path(os.environ.get(ENV_PROJECT_ROOT) or os.getcwd()).resolve()
 
 
 def is_inside(path: str | os.PathLike[str], parent: str | os.PathLike[str]) -> bool:

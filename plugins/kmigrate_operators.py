@@ -10,6 +10,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from migration.orchestration.common import RUN_UNITS_APP, StepFailure, record_step_failure, spark_conf, spark_env
+from migration.settings import ENV_CLUSTER
 
 DEFAULT_ARGS: dict[str, Any] = {"owner": "kafka-platform", "retries": 0}
 CLUSTER_PARAM_DEFAULT = "{{ var.value.get('kmigrate_cluster', '') }}"
@@ -18,7 +19,7 @@ CLUSTER_PARAM_DEFAULT = "{{ var.value.get('kmigrate_cluster', '') }}"
 def default_cluster() -> str:
     """The cluster description path: ``$KMIGRATE_CLUSTER``, else the ``kmigrate_cluster``
     Variable (rendered at run time)."""
-    return os.environ.get("KMIGRATE_CLUSTER") or CLUSTER_PARAM_DEFAULT
+    return os.environ.get(ENV_CLUSTER) or CLUSTER_PARAM_DEFAULT
 
 
 class MigrationSparkJobOperator(SparkSubmitOperator):

@@ -8,7 +8,6 @@ caller (CLI, web endpoint) can make the store read or write outside it.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -26,10 +25,6 @@ if TYPE_CHECKING:
 REPORT_JSON = "report.json"
 REPORT_HTML = "report.html"
 SUMMARY_JSON = "summary.json"
-
-ENV_PROJECT_ROOT = "KMIGRATE_PROJECT_ROOT"
-ENV_REPORT_ROOT = "KMIGRATE_REPORT_ROOT"
-
 
 class InvalidRunId(ValueError):
     """A run id that is not a single safe path component."""
@@ -49,20 +44,12 @@ class ReportSink(Protocol):
     def put(self, key: str, data: bytes, content_type: str) -> None: ...
 
 
-def project_root() -> Path:
-    env = os.environ.get(ENV_PROJECT_ROOT)
-    return Path(env) if env else Path.cwd()
-
-
 def default_report_root(home: Path | None = None) -> Path:
     """``$KMIGRATE_REPORT_ROOT``, else ``<home>/reports``: ``home``, by default the one
     ``migration.settings`` resolves (docs/operations.md, "Where state lives")."""
-    from migration.settings import home as default_home  # the parameter is called home
+    from migration.settings import reports_dir
 
-    env = os.environ.get(ENV_REPORT_ROOT)
-    if env:
-        return Path(env)
-    return (home if home is not None else default_home()) / "reports"
+    return reports_dir(home)
 
 
 def write_report_file(path: Path, data: bytes) -> None:

@@ -36,7 +36,7 @@ def report(
 
     from migration.audit.html import render_html
     from migration.audit.model import RunReport
-    from migration.audit.store import ENV_REPORT_ROOT, InvalidRunId, ReportNotFound, ReportStore
+    from migration.audit.store import InvalidRunId, ReportNotFound, ReportStore
     from migration.audit.text import print_summary, render_text
     from migration.cli.common import (
         EXIT_PROBLEMS,
@@ -47,6 +47,7 @@ def report(
         unknown_run,
         usage_error,
     )
+    from migration.settings import ENV_REPORT_ROOT
 
     moved = ([f"reports: {report_root} (--report-root)"] if report_root is not None
              else [f"reports: {os.environ[ENV_REPORT_ROOT]} ({ENV_REPORT_ROOT})"] if os.environ.get(ENV_REPORT_ROOT)
@@ -133,7 +134,7 @@ def sessions(
 
     from migration.cli.common import EXIT_PROBLEMS, console, err_console, say_home, usage_error
     from migration.sessions import SessionStore, default_store_url
-    from migration.sessions.store import STORE_URL_ENV
+    from migration.settings import ENV_SESSIONS_URL as STORE_URL_ENV
 
     url = default_store_url()
     try:

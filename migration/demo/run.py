@@ -45,7 +45,9 @@ from migration.migrations.tier.s3 import S3Settings, make_client
 from migration.orchestration.common import run_id_for
 from migration.settings import (
     ENV_BACKUP_ROOT,
+    ENV_CLUSTER,
     ENV_HOME,
+    ENV_PROJECT_ROOT,
     ENV_REPORT_ROOT,
     ENV_SESSIONS_URL,
     home,
@@ -73,7 +75,7 @@ def _free_port() -> int:
 # What a command the demo prints needs from the environment, besides PATH (docs/operations.md,
 # "Airflow UI": always both AIRFLOW_HOME and AIRFLOW_CONFIG; airflow.cfg expands dags/ and plugins/
 # from KMIGRATE_PROJECT_ROOT). The connections are in Airflow's database, not in the environment.
-REPLAY_ENV = ("AIRFLOW_HOME", "AIRFLOW_CONFIG", "KMIGRATE_PROJECT_ROOT", ENV_HOME)
+REPLAY_ENV = ("AIRFLOW_HOME", "AIRFLOW_CONFIG", ENV_PROJECT_ROOT, ENV_HOME)
 
 
 def airflow_env(cluster: Path) -> dict[str, str]:
@@ -81,9 +83,9 @@ def airflow_env(cluster: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("AIRFLOW_HOME", str(root / ".airflow"))
     env.setdefault("AIRFLOW_CONFIG", str(root / "airflow.cfg"))
-    env["KMIGRATE_PROJECT_ROOT"] = str(root)
+    env[ENV_PROJECT_ROOT] = str(root)
     env[ENV_HOME] = str(home())
-    env["KMIGRATE_CLUSTER"] = str(cluster)
+    env[ENV_CLUSTER] = str(cluster)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYSPARK_PYTHON"] = sys.executable
     return env

@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 from migration.audit.store import ReportStore, default_report_root
 from migration.demo.connections import DEMO_SPARK, SPARK_CONN_ID, ConnectionSetupError, describe, write_connections
-from migration.settings import ENV_HOME, ENV_OUT, project_root
+from migration.settings import ENV_CLUSTER, ENV_HOME, ENV_OUT, ENV_PROJECT_ROOT, project_root
 
 DEFAULT_PORT = 8080  # Airflow's, when the configuration sets no [api] port
 HOST = "127.0.0.1"
@@ -306,7 +306,7 @@ def login_hint(config: Path, env: Mapping[str, str]) -> str:
 def checkout() -> Path:
     """The repository (its airflow.cfg expands dags/ and plugins/ from it): ``KMIGRATE_PROJECT_ROOT``
     as the Makefile sets it, else the checkout this module is in, not the working directory."""
-    if os.environ.get("KMIGRATE_PROJECT_ROOT"):
+    if os.environ.get(ENV_PROJECT_ROOT):
         return project_root()
     here = Path(__file__).resolve().parents[2]
     return here if (here / "airflow.cfg").is_file() else project_root()
@@ -318,7 +318,7 @@ def process_env(*, airflow_home: Path, config: Path, home: Path, scheduled: bool
     env.update({
         "AIRFLOW_HOME": str(airflow_home),
         "AIRFLOW_CONFIG": str(config),
-        "KMIGRATE_PROJECT_ROOT": str(root),
+        ENV_PROJECT_ROOT: str(root),
         # KMIGRATE_HOME wins over [kmigrate] home (settings.resolve_home); both say the same.
         ENV_HOME: str(home),
         "AIRFLOW__KMIGRATE__HOME": str(home),
@@ -331,7 +331,7 @@ def process_env(*, airflow_home: Path, config: Path, home: Path, scheduled: bool
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     cluster = home / "cluster" / "cluster.json"
     if cluster.is_file():
-        env.setdefault("KMIGRATE_CLUSTER", str(cluster))
+        env.setdefault(ENV_CLUSTER, str(cluster))
     if not scheduled:
         # tiered_storage_readiness is hourly: without this the scheduler would start a run of it
         # as soon as it is up. Runs triggered from the UI still run.

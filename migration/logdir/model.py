@@ -36,7 +36,7 @@ from migration.formats.fileio import durable_mkdir, durable_replace, durable_unl
 from migration.formats.meta_properties import MetaProperties
 from migration.formats.partition_metadata import PartitionMetadataFile
 from migration.formats.record_batch import RecordBatch
-from migration.settings import out_dir
+from migration.settings import locks_dir
 
 
 class SegmentStats(BaseModel):
@@ -248,7 +248,7 @@ def _lock_key(log_dir: str | os.PathLike[str]) -> str:
 
 def _holders_dir() -> Path:
 
-    return out_dir() / "state" / "locks"
+    return locks_dir()
 
 
 def _holder_file(log_dir: str | os.PathLike[str]) -> Path:

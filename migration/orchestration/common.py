@@ -18,7 +18,7 @@ from migration.audit.store import ReportStore
 from migration.orchestration.cluster import ClusterDescription
 from migration.runtime.engine import SPARK_SETTINGS
 from migration.runtime.runs import RunDir
-from migration.settings import project_root
+from migration.settings import ENV_CLUSTER, ENV_PROJECT_ROOT, project_root
 
 if TYPE_CHECKING:
     from migration.runtime.airflow_adapter import ConnectionInfo
@@ -42,7 +42,7 @@ def dag_params(model: type[M], raw: Mapping[str, Any]) -> M:
 
 def load_cluster(path: str | None) -> ClusterDescription:
     """The cluster description from the DAG param, else ``$KMIGRATE_CLUSTER``."""
-    p = path or os.environ.get("KMIGRATE_CLUSTER")
+    p = path or os.environ.get(ENV_CLUSTER)
     if not p:
         raise ValueError("no cluster description: set the 'cluster' param, the 'kmigrate_cluster' Variable or "
                          "$KMIGRATE_CLUSTER")
@@ -161,7 +161,7 @@ def spark_conf() -> dict[str, str]:
 
 
 def spark_env() -> dict[str, str]:
-    return {"KMIGRATE_PROJECT_ROOT": str(project_root()), "PYSPARK_PYTHON": sys.executable,
+    return {ENV_PROJECT_ROOT: str(project_root()), "PYSPARK_PYTHON": sys.executable,
             **{k: v for k, v in os.environ.items() if k.startswith("KMIGRATE_")}}
 
 

@@ -21,13 +21,13 @@ from migration.formats import names
 from migration.formats.fileio import durable_mkdir, durable_replace
 from migration.runtime.runs import RunDir
 from migration.sessions import Budget, Outcome, PartitionFingerprint, RunPlan, SessionStore, fingerprint_partition_dir
-from migration.settings import out_dir
+from migration.settings import beliefs_dir
 
 PLAN_FILE = "session-plan.json"
 
 
 def _belief_path(name: str, broker_id: int) -> Path:
-    d = durable_mkdir(out_dir() / "state" / "beliefs")
+    d = durable_mkdir(beliefs_dir())
     return d / f"{name}-b{broker_id}.json"
 
 

@@ -74,12 +74,7 @@ from migration.sessions.models import (
 )
 from migration.sessions.planner import StoredPartition, plan_partitions
 from migration.sessions.schema import lease_table, metadata, partition_table, session_table
-from migration.settings import home
-
-PROJECT_ROOT_ENV = "KMIGRATE_PROJECT_ROOT"
-STORE_URL_ENV = "KMIGRATE_SESSIONS_URL"
-DEFAULT_STATE_SUBDIR = Path("state")  # under the home
-DEFAULT_DB_NAME = "sessions.sqlite"
+from migration.settings import ENV_SESSIONS_URL, sessions_db
 
 
 class _LeaseRaceError(Exception):
@@ -90,10 +85,10 @@ def default_store_url() -> str:
     """``$KMIGRATE_SESSIONS_URL`` if set, else SQLite at ``<home>/state/sessions.sqlite`` (the
     home of ``migration.settings``: docs/operations.md, "Where state lives")."""
 
-    configured = os.environ.get(STORE_URL_ENV)
+    configured = os.environ.get(ENV_SESSIONS_URL)
     if configured:
         return configured
-    return f"sqlite:///{(home() / DEFAULT_STATE_SUBDIR / DEFAULT_DB_NAME).resolve()}"
+    return f"sqlite:///{sessions_db().resolve()}"
 
 
 def _utc_now() -> datetime:

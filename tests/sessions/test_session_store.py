@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from migration import settings
 from migration.sessions import (
     Budget,
     Cost,
@@ -707,7 +708,7 @@ def test_ten_thousand_clean_partitions_plan_quickly(store_url: str) -> None:
 
 
 def test_default_url_is_under_the_home_state_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (store_module.STORE_URL_ENV, "KMIGRATE_HOME", "KMIGRATE_OUT"):
+    for name in (settings.ENV_SESSIONS_URL, "KMIGRATE_HOME", "KMIGRATE_OUT"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KMIGRATE_HOME", str(tmp_path / "home"))
     store = SessionStore()
@@ -722,7 +723,7 @@ def test_default_url_is_under_the_home_state_directory(tmp_path: Path, monkeypat
     monkeypatch.chdir(tmp_path / "home")
     assert store_module.default_store_url() == f"sqlite:///{(tmp_path / 'xdg' / 'kmigrate' / 'state').resolve()}" \
         "/sessions.sqlite"
-    monkeypatch.setenv(store_module.STORE_URL_ENV, "postgresql+psycopg://kmig@db/kmig")
+    monkeypatch.setenv(settings.ENV_SESSIONS_URL, "postgresql+psycopg://kmig@db/kmig")
     assert store_module.default_store_url() == "postgresql+psycopg://kmig@db/kmig"
 
 
