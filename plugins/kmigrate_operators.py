@@ -9,7 +9,14 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from migration.orchestration.common import RUN_UNITS_APP, StepFailure, record_step_failure, spark_conf, spark_env
+from migration.orchestration.common import (
+    RUN_UNITS_APP,
+    SPARK_CONN_ID,
+    StepFailure,
+    record_step_failure,
+    spark_conf,
+    spark_env,
+)
 from migration.settings import ENV_CLUSTER
 
 DEFAULT_ARGS: dict[str, Any] = {"owner": "kafka-platform", "retries": 0}
@@ -27,7 +34,7 @@ class MigrationSparkJobOperator(SparkSubmitOperator):
     job file a preceding task wrote; connection ``spark_default`` (a local master by default,
     a cluster master unchanged)."""
 
-    def __init__(self, *, task_id: str, application_args: Any, conn_id: str = "spark_default", **kwargs: Any) -> None:
+    def __init__(self, *, task_id: str, application_args: Any, conn_id: str = SPARK_CONN_ID, **kwargs: Any) -> None:
         super().__init__(
             task_id=task_id,
             application=RUN_UNITS_APP,

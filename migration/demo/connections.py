@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SPARK_CONN_ID = "spark_default"
 S3_CONN_ID = "kmigrate_s3"
 # local Spark, two cores: the demo's master (a real deployment names its own, docs/operations.md)
 DEMO_SPARK = {"conn_type": "spark", "host": "local[2]"}

@@ -36,13 +36,13 @@ from rich.rule import Rule
 
 from migration.audit.store import ReportNotFound, ReportStore
 from migration.audit.text import print_inventory, print_summary
-from migration.demo.connections import DEMO_SPARK, S3_CONN_ID, SPARK_CONN_ID, describe, s3_connection, write_connections
+from migration.demo.connections import DEMO_SPARK, S3_CONN_ID, describe, s3_connection, write_connections
 from migration.demo.sample_cluster import TOPICS, build_sample_cluster
 from migration.logdir.model import scan_inventory
 from migration.logdir.validation import validate_paths
 from migration.migrations.tier import layout
 from migration.migrations.tier.s3 import S3Settings, make_client
-from migration.orchestration.common import run_id_for
+from migration.orchestration.common import SPARK_CONN_ID, run_id_for
 from migration.settings import (
     ENV_BACKUP_ROOT,
     ENV_CLUSTER,

@@ -39,7 +39,8 @@ from types import FrameType
 from typing import NamedTuple
 
 from migration.audit.store import ReportStore, default_report_root
-from migration.demo.connections import DEMO_SPARK, SPARK_CONN_ID, ConnectionSetupError, describe, write_connections
+from migration.demo.connections import DEMO_SPARK, ConnectionSetupError, describe, write_connections
+from migration.orchestration.common import SPARK_CONN_ID
 from migration.settings import ENV_CLUSTER, ENV_HOME, ENV_OUT, ENV_PROJECT_ROOT, project_root
 
 DEFAULT_PORT = 8080  # Airflow's, when the configuration sets no [api] port
