@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from migration.audit.model import RUN_ID_RE, RunKind, RunReport, RunStatus
 from migration.formats.fileio import durable_mkdir, durable_replace
+from migration.settings import reports_dir
 
 if TYPE_CHECKING:
     from migration.audit.html import ReportLink
@@ -47,8 +48,6 @@ class ReportSink(Protocol):
 def default_report_root(home: Path | None = None) -> Path:
     """``$KMIGRATE_REPORT_ROOT``, else ``<home>/reports``: ``home``, by default the one
     ``migration.settings`` resolves (docs/operations.md, "Where state lives")."""
-    from migration.settings import reports_dir
-
     return reports_dir(home)
 
 

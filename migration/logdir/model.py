@@ -246,13 +246,8 @@ def _lock_key(log_dir: str | os.PathLike[str]) -> str:
     return str((Path(log_dir) / names.LOCK_FILE).resolve())
 
 
-def _holders_dir() -> Path:
-
-    return locks_dir()
-
-
 def _holder_file(log_dir: str | os.PathLike[str]) -> Path:
-    return _holders_dir() / (hashlib.sha1(_lock_key(log_dir).encode()).hexdigest() + ".json")
+    return locks_dir() / (hashlib.sha1(_lock_key(log_dir).encode()).hexdigest() + ".json")
 
 
 def process_start(pid: int) -> int | None:

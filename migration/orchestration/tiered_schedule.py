@@ -18,6 +18,7 @@ from migration.migrations.tier.options import TierOptions, describe_invalid_opti
 from migration.migrations.tier.plan import PartitionParams, TierPrepare, prepare_tier
 from migration.migrations.tier.s3 import S3ReportSink, s3_settings_from_airflow_connection
 from migration.migrations.tier.store import StoreArgumentError, StoreUnavailable
+from migration.orchestration.cluster import ClusterDescription
 from migration.orchestration.common import (
     check_spark_connection,
     dag_params,
@@ -51,13 +52,17 @@ def params_of(raw: dict[str, Any]) -> TierParams:
 
 def brokers_step(raw: dict[str, Any]) -> list[int]:
     """The DAG's first task: the Spark connection checked, then the brokers to work on."""
-    check_spark_connection(load_cluster(raw.get("cluster")))
-    return brokers(raw)
+    desc = load_cluster(raw.get("cluster"))
+    check_spark_connection(desc)
+    return _wanted_brokers(raw, desc)
 
 
 def brokers(raw: dict[str, Any]) -> list[int]:
     """The brokers the DAG run works on (also what the final report merges: no Airflow lookup)."""
-    desc = load_cluster(raw.get("cluster"))
+    return _wanted_brokers(raw, load_cluster(raw.get("cluster")))
+
+
+def _wanted_brokers(raw: dict[str, Any], desc: ClusterDescription) -> list[int]:
     known = [b.id for b in desc.brokers]
     wanted = [int(b) for b in raw.get("brokers") or known]
     unknown = sorted(set(wanted) - set(known))

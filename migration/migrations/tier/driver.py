@@ -301,7 +301,6 @@ def rollback_tier_run(run_id: str, *, backup_root: str | None = None) -> RunRepo
         report.warnings.append(Finding(message=_objects_stay(run_id, opts, rd), code=OBJECTS_KEPT_CODE))
     report.finish()
     ReportStore().save(report)
-    rd = RunDir.existing(run_id)
     if report.status is RunStatus.OK and rd is not None:
         rd.mark_done(RunKind.ROLLBACK, report_id=report.run_id, at=report.finished_at or report.started_at,
                      summary=f"{sum(1 for _ in report.iter_units())} partition(s) rolled back")
