@@ -254,6 +254,7 @@ def test_kafka_recovers_the_original_genuine_legacy_dir(genuine):
 def test_kafka_recovers_and_serves_the_upgraded_genuine_dir(genuine, prefix):
     judge_load(genuine.recovery_log, _expected(genuine, prefix), log_path=genuine.node.server_log,
                all_partitions=genuine.files)
+    assert any(tp in genuine.report_leo for tp in _of(genuine, prefix)), prefix  # the log-end check below runs
     for tp in _of(genuine, prefix):
         name = tp[len(prefix):]
         orig = genuine.files[ORIG + name]
