@@ -29,7 +29,7 @@ $(UV):
 
 # The compiled record core (setup.py) is rebuilt by uv when its sources change (pyproject.toml
 # [tool.uv] cache-keys); the last line says which core is active (python: the compiler is missing).
-CORE_SOURCES := setup.py $(wildcard migration/formats/*.pyx migration/formats/*.pxd migration/migrations/upgrade/*.pyx migration/formats/_cvendor/*)
+CORE_SOURCES := setup.py migration/formats/layout.py $(wildcard migration/formats/*.pyx migration/formats/*.pxd migration/migrations/upgrade/*.pyx migration/formats/_cvendor/*)
 $(VENV)/.synced: uv.lock pyproject.toml $(CORE_SOURCES) | $(UV)
 	$(UV) sync --frozen --quiet
 	$(PY) -m migration.formats.core

@@ -7,12 +7,19 @@ so, and the package runs on its pure-Python core (``migration.formats.core`` pic
 import). Only a C compiler and the Python headers are needed: the CRC code is vendored in
 ``migration/formats/_cvendor`` (linked into ``_ccrc`` only: every other module checksums through
 it). The C that Cython generates goes to ``build/`` (never committed).
+
+The layout constants of the compiled core (``_clayout.pxd``, and ``_clayout.pyx``, which hands
+them to tests/formats/test_layout.py) are written here from ``migration/formats/layout.py``, the
+one place the byte layouts are spelled, so C and Python cannot drift apart; both files are
+generated, never committed.
 """
 
 from __future__ import annotations
 
 import os
+import runpy
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -31,6 +38,8 @@ EXTENSIONS: dict[str, list[str]] = {
 }
 # Set to 1 to install without the compiled core (as on a machine without a compiler).
 SKIP_ENV = "KMIGRATE_NO_EXTENSION"
+LAYOUT_SOURCE = Path("migration/formats/layout.py")
+INT32_MAX = 2**31 - 1
 
 
 def _say(message: str) -> None:
@@ -55,10 +64,40 @@ class OptionalBuildExt(build_ext):
             _say(f"compiled record core not built ({exc}); the pure-Python core will be used")
 
 
+def _write_if_changed(path: Path, text: str) -> None:
+    # Rewriting an unchanged file would move its mtime and make uv and make rebuild the core.
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def write_layout_modules(source: Path = LAYOUT_SOURCE) -> dict[str, int]:
+    """Write ``_clayout.pxd`` (every upper-case int of layout.py as a C constant) and
+    ``_clayout.pyx`` (the same as a dict under the same names) next to layout.py; returns the
+    constants. layout.py imports nothing, so it is read by path: the build needs no package."""
+    constants = {k: v for k, v in runpy.run_path(str(source)).items()
+                 if k.isupper() and isinstance(v, int) and not isinstance(v, bool)}
+    small = {k: v for k, v in constants.items() if -INT32_MAX - 1 <= v <= INT32_MAX}
+    wide = {k: v for k, v in constants.items() if k not in small}
+    head = (f"# Generated from {source.name} by setup.py at build time: edit {source.name}, not this file.\n"
+            "# cython: language_level=3\n")
+    pxd = [head, "from libc.stdint cimport int64_t\n\n", "cdef enum:\n"]
+    pxd += [f"    {k} = {v}\n" for k, v in small.items()]
+    if wide:  # a C enum holds an int: wider values are int64_t macros
+        pxd.append('\ncdef extern from *:\n    """\n')
+        pxd += [f"    #define KMIGRATE_{k} ((int64_t){v}LL)\n" for k, v in wide.items()]
+        pxd.append('    """\n')
+        pxd += [f'    int64_t {k} "KMIGRATE_{k}"\n' for k in wide]
+    pyx = [head, "LAYOUT = {\n"] + [f'    "{k}": {k},\n' for k in constants] + ["}\n"]
+    _write_if_changed(source.with_name("_clayout.pxd"), "".join(pxd))
+    _write_if_changed(source.with_name("_clayout.pyx"), "".join(pyx))
+    return constants
+
+
 def _extensions() -> list[Extension]:
     if os.environ.get(SKIP_ENV, "") not in ("", "0"):
         _say(f"{SKIP_ENV} is set: the compiled record core is not built")
         return []
+    write_layout_modules()
     from Cython.Build import cythonize
 
     modules = [

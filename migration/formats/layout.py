@@ -42,8 +42,10 @@ A v2 batch header (docs/formats.md §2.1, ``DefaultRecordBatch.java``)::
 The three layouts sit in one module because the careful parsers (``legacy.py``,
 ``record_batch.py``), the Python record core (``_pycore.py``, which those parsers import) and
 ``model.py`` all need them, and the format layer's imports have no cycles; ``legacy.py`` and
-``record_batch.py`` re-export the names that are theirs. The compiled core (``_clayout.pxd``)
-spells the same chains as C enums; tests/formats/test_layout.py pins both to Kafka's numbers.
+``record_batch.py`` re-export the names that are theirs. The compiled core takes every upper-case
+int of this module as a C constant from ``_clayout.pxd``, which setup.py writes from this file at
+build time (so this module imports nothing); tests/formats/test_layout.py pins the chains to
+Kafka's numbers and the compiled constants to this module.
 Kafka names v2's base timestamp FIRST_TIMESTAMP in older releases and the attributes' length
 ATTRIBUTE_LENGTH; the v0/v1 names take a ``LEGACY_`` prefix where the v2 chain has the same one.
 """
@@ -117,3 +119,35 @@ RECORDS_COUNT_OFFSET = BASE_SEQUENCE_OFFSET + BASE_SEQUENCE_LENGTH
 RECORDS_COUNT_LENGTH = 4
 RECORDS_OFFSET = RECORDS_COUNT_OFFSET + RECORDS_COUNT_LENGTH
 RECORD_BATCH_OVERHEAD = RECORDS_OFFSET
+
+# ---------------------------------------------------------------- positions in a v0/v1 log entry
+
+# The message starts after LOG_OVERHEAD; the compiled walkers address the entry, not the message.
+LEGACY_CRC_AT = LOG_OVERHEAD + LEGACY_CRC_OFFSET
+LEGACY_MAGIC_AT = LOG_OVERHEAD + LEGACY_MAGIC_OFFSET  # the CRC covers [magic, end of message)
+LEGACY_ATTRIBUTES_AT = LOG_OVERHEAD + LEGACY_ATTRIBUTES_OFFSET
+V1_TIMESTAMP_AT = LOG_OVERHEAD + LEGACY_TIMESTAMP_OFFSET
+V0_KEY_LENGTH_AT = LOG_OVERHEAD + KEY_SIZE_OFFSET_V0
+V1_KEY_LENGTH_AT = LOG_OVERHEAD + KEY_SIZE_OFFSET_V1
+# magic, attributes and timestamp: what the CRC of a v1 message covers before its key length
+V1_HEAD = KEY_SIZE_OFFSET_V1 - LEGACY_MAGIC_OFFSET
+
+# ---------------------------------------------------------------- attributes (docs/formats.md §1.9, §2.1)
+
+LEGACY_CODEC_MASK = 0x07
+LEGACY_TIMESTAMP_TYPE_MASK = 0x08  # bit 3, v1 only
+V2_CODEC_MASK = 0x07
+V2_TIMESTAMP_TYPE_MASK = 0x08
+V2_MAX_CODEC = 4  # zstd
+LEGACY_MAX_CODEC = 3  # lz4: zstd is refused below magic 2
+
+# ---------------------------------------------------------------- the digest's record head (digest.py)
+
+DIGEST_OFFSET_LENGTH = 8  # offset int64
+DIGEST_HEADER_COUNT_LENGTH = 4  # header count int32
+RECORD_HEAD = DIGEST_OFFSET_LENGTH + DIGEST_HEADER_COUNT_LENGTH
+
+# A timestamp delta (varlong) or a base this close to the int64 limits may leave int64; the fast
+# walks (``_pycore.py`` and its compiled twins) refuse such a batch and the careful decoder
+# decides. Offset deltas are varints of at most 5 bytes, so |delta| <= 2**34 always.
+SAFE_DELTA = 2**34
