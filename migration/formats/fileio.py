@@ -123,21 +123,11 @@ def durable_replace(
             # An empty suffix would make the "temporary" file the target itself.
             raise ValueError("tmp_suffix must not be empty")
         tmp = target.with_name(target.name + suffix)
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
-    fd = os.open(tmp, flags, 0o644)
+    # Opened outside the clean-up below: an exclusive open that fails found another writer's
+    # temporary file, which is not ours to remove.
+    fd = _open_for_write(tmp, exclusive=exclusive)
     try:
-        try:
-            if callable(content):
-                content(fd)
-            else:
-                write_all(fd, content)
-            if read_only:
-                os.fchmod(fd, 0o444)
-            if times_ns is not None:
-                os.utime(fd, ns=times_ns)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fill_and_close(fd, content, read_only=read_only, times_ns=times_ns)
         if fault is not None:
             fault("written")
         if no_clobber:
@@ -188,10 +178,25 @@ def write_and_fsync(path: StrPath, data: BytesLike | Iterable[BytesLike], *, exc
     until the caller fsyncs the directory. ``exclusive`` fails if the file exists (a temporary
     name nobody else may hold); otherwise it is truncated. ``times_ns`` (atime, mtime) sets the
     times before the fsync, so they are as durable as the data."""
+    _fill_and_close(_open_for_write(path, exclusive=exclusive), data, read_only=False, times_ns=times_ns)
+
+
+def _open_for_write(path: StrPath, *, exclusive: bool) -> int:
     flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
-    fd = os.open(os.fspath(path), flags, 0o644)
+    return os.open(os.fspath(path), flags, 0o644)
+
+
+def _fill_and_close(fd: int, content: BytesLike | Iterable[BytesLike] | Callable[[int], None], *,
+                    read_only: bool, times_ns: tuple[int, int] | None) -> None:
+    """Write ``content`` to ``fd``, set mode and times, fsync, close: the one place a file's
+    bytes are made durable (metadata before the fsync, so it is as durable as the data)."""
     try:
-        write_all(fd, data)
+        if callable(content):
+            content(fd)
+        else:
+            write_all(fd, content)
+        if read_only:
+            os.fchmod(fd, 0o444)
         if times_ns is not None:
             os.utime(fd, ns=times_ns)
         os.fsync(fd)
