@@ -157,6 +157,7 @@ def test_durable_replace_exclusive_refuses_a_taken_temporary_name(tmp_path: Path
     with pytest.raises(FileExistsError):
         durable_replace(tmp_path / "x", b"mine", tmp_path=tmp_path / "x.part", exclusive=True)
     assert not (tmp_path / "x").exists()
+    assert (tmp_path / "x.part").read_bytes() == b"someone else's"  # not ours to remove
 
 
 def test_durable_mkdir_makes_each_new_directory_durable_in_its_parent(
