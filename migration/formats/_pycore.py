@@ -46,7 +46,7 @@ from migration.formats.model import (
     Header,
     Record,
 )
-from migration.formats.varint import TABLE_MAX, VARINT_TABLE, decode_varint_slow, encode_varint
+from migration.formats.varint import TABLE_MAX, VARINT_TABLE, encode_varint, read_varint
 
 NAME = "python"
 
@@ -197,7 +197,7 @@ def digest_v2(buf: bytes | memoryview, start: int, end: int, count: int, base_of
     view = memoryview(data)
     end = len(data)
     pos = 0
-    slow = decode_varint_slow
+    read = read_varint
     append = parts.append
     pack_head = OFFSET_NO_HEADERS.pack
     pack_len = _I32.pack
@@ -208,52 +208,16 @@ def digest_v2(buf: bytes | memoryview, start: int, end: int, count: int, base_of
         return None  # timestamps may leave int64: the careful decoder checks them
     try:
         for _ in range(count):
-            b = data[pos]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
-                u = (b & 0x7F) | (data[pos + 1] << 7)
-                length = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                length, pos = slow(data, pos, 5)
+            length, pos = read(data, pos)
             rec_end = pos + length
             if length < 0 or rec_end > end:
                 return None
             pos += 1  # record attributes, unused
-            b = data[pos]
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                u = (b & 0x7F) | (data[pos + 1] << 7)
-                ts_delta = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                ts_delta, pos = slow(data, pos, 10)
-                if not -SAFE_DELTA <= ts_delta <= SAFE_DELTA:
-                    return None
-            b = data[pos]
-            if b < 0x80:
-                off_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                u = (b & 0x7F) | (data[pos + 1] << 7)
-                off_delta = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                off_delta, pos = slow(data, pos, 5)
-            b = data[pos]
-            if b < 0x80:
-                klen = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                u = (b & 0x7F) | (data[pos + 1] << 7)
-                klen = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                klen, pos = slow(data, pos, 5)
+            ts_delta, pos = read(data, pos, 10)
+            if not -SAFE_DELTA <= ts_delta <= SAFE_DELTA:
+                return None
+            off_delta, pos = read(data, pos)
+            klen, pos = read(data, pos)
             kstart = pos
             if klen >= 0:
                 pos += klen
@@ -261,16 +225,7 @@ def digest_v2(buf: bytes | memoryview, start: int, end: int, count: int, base_of
                 return None
             if pos >= rec_end:
                 return None
-            b = data[pos]
-            if b < 0x80:
-                vlen = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                u = (b & 0x7F) | (data[pos + 1] << 7)
-                vlen = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                vlen, pos = slow(data, pos, 5)
+            vlen, pos = read(data, pos)
             vstart = pos
             if vlen >= 0:
                 pos += vlen
@@ -292,7 +247,7 @@ def digest_v2(buf: bytes | memoryview, start: int, end: int, count: int, base_of
                     return None
                 append(pack_head(offset, nheaders))
                 for _h in range(nheaders):
-                    hklen, pos = slow(data, pos, 5)
+                    hklen, pos = read(data, pos)
                     if hklen < 0:
                         return None
                     # Keys are str in a Record; utf-8 with surrogateescape round-trips any
@@ -300,7 +255,7 @@ def digest_v2(buf: bytes | memoryview, start: int, end: int, count: int, base_of
                     append(pack_len(hklen))
                     append(view[pos : pos + hklen])
                     pos += hklen
-                    hvlen, pos = slow(data, pos, 5)
+                    hvlen, pos = read(data, pos)
                     if hvlen >= 0:
                         append(pack_len(hvlen))
                         append(view[pos : pos + hvlen])

@@ -61,7 +61,7 @@ from migration.formats.model import (
     Record,
     TimestampType,
 )
-from migration.formats.varint import decode_varint_slow
+from migration.formats.varint import decode_varint_slow, read_varint
 
 COMPRESSION_CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -338,11 +338,13 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
     append = out.append
     pos = 0
     end = len(data)
+    read = read_varint
     slow = decode_varint_slow
     check_int64 = not (INT64_MIN + SAFE_DELTA <= base_offset <= INT64_MAX - SAFE_DELTA
                        and INT64_MIN + SAFE_DELTA <= base_timestamp <= INT64_MAX - SAFE_DELTA)
     for _ in range(count):
-        # Each varint: one-byte fast path inline, the general decoder otherwise.
+        # Each varint by read_varint: its first and second bytes read unchecked (IndexError:
+        # decode_records' truncation), as the reference kernel reads them (_pycore.digest_v2).
         if pos >= end:
             raise TruncatedError(
                 "records end before the declared count",
@@ -350,16 +352,7 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
                 expected=f"{count} records",
                 found=len(out),
             )
-        b = data[pos]
-        if b < 0x80:
-            length = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
-            u = (b & 0x7F) | (data[pos + 1] << 7)
-            length = (u >> 1) ^ -(u & 1)
-            pos += 2
-        else:
-            length, pos = slow(data, pos, 5)
+        length, pos = read(data, pos)
         rec_start = pos
         rec_end = pos + length
         if length < 0 or rec_end > end:
@@ -370,38 +363,11 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
                 found=length,
             )
         pos += 1  # record attributes, unused
-        b = data[pos]
-        if b < 0x80:
-            ts_delta = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
-            u = (b & 0x7F) | (data[pos + 1] << 7)
-            ts_delta = (u >> 1) ^ -(u & 1)
-            pos += 2
-        else:
-            ts_delta, pos = slow(data, pos, 10)
-            if not -SAFE_DELTA <= ts_delta <= SAFE_DELTA:
-                check_int64 = True
-        b = data[pos]
-        if b < 0x80:
-            off_delta = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
-            u = (b & 0x7F) | (data[pos + 1] << 7)
-            off_delta = (u >> 1) ^ -(u & 1)
-            pos += 2
-        else:
-            off_delta, pos = slow(data, pos, 5)
-        b = data[pos]
-        if b < 0x80:
-            klen = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
-            u = (b & 0x7F) | (data[pos + 1] << 7)
-            klen = (u >> 1) ^ -(u & 1)
-            pos += 2
-        else:
-            klen, pos = slow(data, pos, 5)
+        ts_delta, pos = read(data, pos, 10)
+        if not -SAFE_DELTA <= ts_delta <= SAFE_DELTA:
+            check_int64 = True
+        off_delta, pos = read(data, pos)
+        klen, pos = read(data, pos)
         if klen >= 0:
             key = data[pos : pos + klen]
             pos += klen
@@ -409,12 +375,9 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
             key = None
         else:
             raise CorruptRecordError("invalid key length", position=pos, found=klen)
-        b = data[pos] if pos < rec_end else 0xFF
-        if b < 0x80:
-            vlen = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            vlen, pos = slow(data, pos, 5)
+        # read_varint where both its bytes lie in the record; from the record's last byte on (a
+        # key may overrun it) the general decoder reads, for its located error.
+        vlen, pos = read(data, pos) if pos + 1 < rec_end else slow(data, pos, 5)
         if vlen >= 0:
             value = data[pos : pos + vlen]
             pos += vlen
@@ -424,16 +387,7 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
             raise CorruptRecordError("invalid value length", position=pos, found=vlen)
         if pos >= rec_end:
             raise CorruptRecordError("record ends before its header count", position=rec_start)
-        b = data[pos]
-        if b < 0x80:
-            nheaders = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif data[pos + 1] < 0x80:  # two bytes: lengths 64..8191, common
-            u = (b & 0x7F) | (data[pos + 1] << 7)
-            nheaders = (u >> 1) ^ -(u & 1)
-            pos += 2
-        else:
-            nheaders, pos = slow(data, pos, 5)
+        nheaders, pos = read(data, pos)
         headers: tuple[Header, ...] = ()
         if nheaders:
             if nheaders < 0 or nheaders > rec_end - pos:

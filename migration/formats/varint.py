@@ -55,6 +55,22 @@ def decode_varlong(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     return decode_varint(buf, pos, 10)
 
 
+def read_varint(data: bytes, pos: int, max_bytes: int = 5) -> tuple[int, int]:
+    """A zig-zag varint (``max_bytes`` 10: varlong) at ``pos`` of a record walk; returns (value,
+    next position). One and two bytes (the usual lengths and deltas, up to 8191) are decoded
+    here, longer ones by :func:`decode_varint_slow`. Unlike :func:`decode_varint`, a first or
+    second byte past the end raises IndexError, unlocated: the record walks
+    (``record_batch._decode_records``, ``_pycore.digest_v2``) catch it as one truncation."""
+    b = data[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    b2 = data[pos + 1]
+    if b2 < 0x80:
+        u = (b & 0x7F) | (b2 << 7)
+        return (u >> 1) ^ -(u & 1), pos + 2
+    return decode_varint_slow(data, pos, max_bytes)
+
+
 def decode_varint_slow(buf: bytes | memoryview, pos: int, max_bytes: int) -> tuple[int, int]:
     u, pos = decode_unsigned_varint(buf, pos, max_bytes)
     return (u >> 1) ^ -(u & 1), pos  # Java's (value >>> 1) ^ -(value & 1) on the cut value

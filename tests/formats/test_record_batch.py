@@ -19,6 +19,7 @@ from migration.formats.record_batch import (
     RECORDS_COUNT_OFFSET,
     RecordBatch,
     build_record_batch,
+    decode_records,
     encode_record,
     increment_sequence,
 )
@@ -243,3 +244,17 @@ def test_each_header_field_is_read_and_written_at_its_named_offset():
     fields = (batch.base_offset, batch.partition_leader_epoch, batch.producer_epoch, batch.records_count)
     assert fields == (100, 9, 0x0A0B, 2)
     assert crc32c.crc32c(data[ATTRIBUTES_OFFSET:]) == batch.crc
+
+
+@pytest.mark.parametrize(("records", "message", "position"), [
+    # a varint's second byte past the end: the walk's one truncation, unlocated
+    ("06 00 00 80", "records cut short inside a record", None),
+    ("04 00 80", "records cut short inside a record", None),
+    # the value length from the record's last byte on: the general decoder's located error
+    ("0a 00 00 00 01 80", "unsigned varint cut short", 5),
+    ("0a 00 00 00 06 41 42 43", "unsigned varint cut short", 8),
+])
+def test_truncated_varints_of_the_careful_decoder(records, message, position):
+    with pytest.raises(TruncatedError) as exc:
+        decode_records(bytes.fromhex(records.replace(" ", "")), 1, 0, 0)
+    assert (exc.value.message, exc.value.position) == (message, position)

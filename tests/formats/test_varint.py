@@ -3,7 +3,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from migration.formats.errors import CorruptRecordError, TruncatedError
-from migration.formats.varint import decode_unsigned_varint, decode_varint, decode_varlong, encode_varint
+from migration.formats.varint import decode_unsigned_varint, decode_varint, decode_varlong, encode_varint, read_varint
 
 VECTORS = [(0, "00"), (-1, "01"), (1, "02"), (-2, "03"), (63, "7e"), (-64, "7f"), (64, "8001"), (300, "d804"),
            (2147483647, "feffffff0f"), (-2147483648, "ffffffff0f")]
@@ -63,3 +63,28 @@ def test_one_codec_for_flexible_versions_and_records(data, pos):
     except KafkaFormatError:
         got = None
     assert got == expected
+
+
+@given(st.binary(min_size=0, max_size=11), st.integers(min_value=0, max_value=3), st.sampled_from([5, 10]))
+def test_read_varint_is_decode_varint_but_for_unchecked_first_bytes(data, pos, max_bytes):
+    """The record walks' reader: decode_varint's value and position; a first or second byte
+    past the end an IndexError (the walks' one truncation), any other refusal decode_varint's."""
+    from migration.formats.errors import KafkaFormatError
+
+    def outcome(read):
+        try:
+            return read(data, pos, max_bytes)
+        except KafkaFormatError as exc:
+            return type(exc), exc.message, exc.position
+        except IndexError:
+            return IndexError
+
+    expected = outcome(decode_varint)
+    if pos >= len(data) or (data[pos] >= 0x80 and pos + 1 >= len(data)):
+        expected = IndexError
+    assert outcome(read_varint) == expected
+
+
+@pytest.mark.parametrize(("value", "hexed"), VECTORS)
+def test_read_varint_spec_vectors(value, hexed):
+    assert read_varint(bytes.fromhex(hexed), 0) == (value, len(hexed) // 2)
