@@ -88,7 +88,9 @@ with DAG(
 
         found = discover(broker_id)
         snapshots = MigrationSparkJobOperator(task_id="snapshots", application_args=snapshot_args(found))
-        upload = MigrationSparkJobOperator(task_id="upload", application_args=upload_args(found))
+        # only the upload opens the object store (a snapshots-only job uses none)
+        upload = MigrationSparkJobOperator(task_id="upload", application_args=upload_args(found),
+                                           connections=["{{ params.aws_conn_id }}"])
         snapshots >> upload >> verify(broker_id) >> finish(broker_id)
 
     @task(task_id="report", trigger_rule="all_done")

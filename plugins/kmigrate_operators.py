@@ -5,6 +5,7 @@ migration.orchestration."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -17,6 +18,7 @@ from migration.orchestration.common import (
     spark_conf,
     spark_env,
 )
+from migration.runtime.airflow_adapter import connection_env
 from migration.settings import ENV_CLUSTER
 
 DEFAULT_ARGS: dict[str, Any] = {"owner": "kafka-platform", "retries": 0}
@@ -32,9 +34,16 @@ def default_cluster() -> str:
 class MigrationSparkJobOperator(SparkSubmitOperator):
     """spark-submit of the project's unit runner (``migration/orchestration/spark_app.py``) with the
     job file a preceding task wrote; connection ``spark_default`` (a local master by default,
-    a cluster master unchanged)."""
+    a cluster master unchanged). ``connections`` (templated) are the Airflow connections the
+    job itself resolves, such as the tiered job's ``aws`` connection: the job's processes run
+    outside this task's context, so each reaches them in their environment, as the task reads
+    it (an empty id is skipped)."""
 
-    def __init__(self, *, task_id: str, application_args: Any, conn_id: str = SPARK_CONN_ID, **kwargs: Any) -> None:
+    template_fields = (*SparkSubmitOperator.template_fields, "connections")
+
+    def __init__(self, *, task_id: str, application_args: Any, conn_id: str = SPARK_CONN_ID,
+                 connections: Sequence[str] = (), **kwargs: Any) -> None:
+        self.connections = list(connections)
         super().__init__(
             task_id=task_id,
             application=RUN_UNITS_APP,
@@ -48,12 +57,7 @@ class MigrationSparkJobOperator(SparkSubmitOperator):
         )
 
     def execute(self, context: Any) -> Any:
-        # The job's processes run outside this task's context: the connection the DAG names for
-        # the object store reaches them in their environment, as the task reads it.
-        conn_id = (context.get("params") or {}).get("aws_conn_id")
-        if conn_id and f"AIRFLOW_CONN_{conn_id.upper()}" not in os.environ:
-            from migration.runtime.airflow_adapter import connection_env
-
+        for conn_id in filter(None, self.connections):
             self.env_vars = {**(self.env_vars or {}), **connection_env(conn_id)}
         try:
             return super().execute(context)
