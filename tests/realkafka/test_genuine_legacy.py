@@ -56,9 +56,9 @@ from support.kafka import (
     seek_targets,
     upgraded,
 )
+from support.upgraded_copies import upgrade_copies
 
-from migration.audit.model import UnitStatus
-from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade
+from migration.migrations.upgrade.driver import UpgradeOptions
 
 pytestmark = pytest.mark.realkafka
 
@@ -128,28 +128,9 @@ def _build(tmp_path_factory, kafka_node_factory) -> Genuine:
         shutil.copytree(FIXTURES / "kafka-logs", root / "kafka-logs", copy_function=shutil.copy2)
     python_before = read_log_dir(roots[ORIG] / "kafka-logs")
 
-    report_leo: dict[str, int] = {}
-    rewritten: set[str] = set()
-    for prefix, options in UPGRADES.items():
-        t = time.monotonic()
-        with pytest.MonkeyPatch.context() as mp:
-            out = work / "out" / prefix.rstrip("-")
-            mp.setenv("KMIGRATE_OUT", str(out))
-            mp.setenv("KMIGRATE_REPORT_ROOT", str(out / "reports"))
-            mp.setenv("KMIGRATE_BACKUP_ROOT", str(out / "backups"))
-            report = execute_upgrade([str(roots[prefix] / "kafka-logs")], options=options, engine="inline")
-        timings[f"kmigrate upgrade ({prefix.rstrip('-')})"] = time.monotonic() - t
-        assert report.refusal is None and not report.errors, report.errors or report.refusal
-        for b in report.brokers:
-            for p in b.partitions:
-                assert all(u.status in (UnitStatus.OK, UnitStatus.SKIPPED) for u in p.units), p
-                if any(u.status == UnitStatus.OK for u in p.units):
-                    rewritten.add(f"{prefix}{p.topic}-{p.partition}")
-                # the last segment (unit names are its file name, base offset first; the leader-epoch
-                # checkpoint's unit is no segment): a skipped one, already at the target, reports no offsets
-                last = max((u for u in p.units if u.unit.endswith(".log")), key=lambda u: u.unit, default=None)
-                if last is not None and last.offsets is not None:
-                    report_leo[f"{prefix}{p.topic}-{p.partition}"] = last.offsets.last + 1
+    upgraded = upgrade_copies(work, roots, UPGRADES, [Path("kafka-logs")])
+    report_leo, rewritten = upgraded.report_leo, upgraded.rewritten
+    timings.update(upgraded.timings)
     python_after = {prefix: read_log_dir(roots[prefix] / "kafka-logs") for prefix in UPGRADES}
 
     sources = {prefix + f"{t}-{p}": roots[prefix] / "kafka-logs" / f"{t}-{p}"

@@ -50,10 +50,10 @@ from support.kafka import (
     upgraded,
 )
 from support.kafka import record_diff as _diff
+from support.upgraded_copies import upgrade_copies
 
-from migration.audit.model import UnitStatus
 from migration.demo.sample_cluster import TOPICS
-from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade
+from migration.migrations.upgrade.driver import UpgradeOptions
 
 pytestmark = pytest.mark.realkafka
 
@@ -126,28 +126,9 @@ def _build_scenario(version, sample_cluster_template, tmp_path_factory, kafka_no
         shutil.copytree(src_root, root, copy_function=shutil.copy2)
     rels = [d.relative_to(src_root) for d in sample_cluster_template.log_dirs]
 
-    report_leo: dict[str, int] = {}
-    rewritten: set[str] = set()
-    for prefix, options in UPGRADES.items():
-        t = time.monotonic()
-        with pytest.MonkeyPatch.context() as mp:
-            out = work / "out" / prefix.rstrip("-")
-            mp.setenv("KMIGRATE_OUT", str(out))
-            mp.setenv("KMIGRATE_REPORT_ROOT", str(out / "reports"))
-            mp.setenv("KMIGRATE_BACKUP_ROOT", str(out / "backups"))
-            report = execute_upgrade([str(roots[prefix] / r) for r in rels], options=options, engine="inline")
-        timings[f"kmigrate upgrade ({prefix.rstrip('-')})"] = time.monotonic() - t
-        assert report.refusal is None and not report.errors, report.errors or report.refusal
-        for b in report.brokers:
-            for p in b.partitions:
-                assert all(u.status in (UnitStatus.OK, UnitStatus.SKIPPED) for u in p.units), p
-                if any(u.status == UnitStatus.OK for u in p.units):
-                    rewritten.add(f"{prefix}{p.topic}-{p.partition}")
-                # the last segment (unit names are its file name, base offset first; the leader-epoch
-                # checkpoint's unit is no segment): a skipped one, already at the target, reports no offsets
-                last = max((u for u in p.units if u.unit.endswith(".log")), key=lambda u: u.unit, default=None)
-                if last is not None and last.offsets is not None:
-                    report_leo[f"{prefix}{p.topic}-{p.partition}"] = last.offsets.last + 1
+    upgraded = upgrade_copies(work, roots, UPGRADES, rels)
+    report_leo, rewritten = upgraded.report_leo, upgraded.rewritten
+    timings.update(upgraded.timings)
 
     # partition dir name -> where its files are
     sources: dict[str, Path] = {}
