@@ -61,6 +61,7 @@ from migration.formats.model import (
     Record,
     TimestampType,
 )
+from migration.formats.record_batch import CrcChecked
 
 # offset, size, crc, magic, attributes: what every legacy entry starts with (LOG_OVERHEAD + HEADER_SIZE_V0 bytes)
 _ENTRY_HEAD = struct.Struct(">qiIbb")
@@ -85,12 +86,14 @@ def record_overhead(magic: int) -> int:
     return V0_RECORD_OVERHEAD if magic == MAGIC_V0 else V1_RECORD_OVERHEAD
 
 
-class LegacyBatch:
+class LegacyBatch(CrcChecked):
     """A shallow v0/v1 log entry: an uncompressed message or a compressed wrapper.
 
     Holds a view of the buffer it was read from and its position there; ``position`` is the
     position in the file (what indexes point at).
     """
+
+    CRC_AT = _CRC_AT
 
     __slots__ = (
         "_buf",
@@ -179,55 +182,37 @@ class LegacyBatch:
     is_control = False
 
     def _key_value(self) -> tuple[memoryview | None, memoryview | None, int]:
-        buf = self._buf
         start = self._at + LOG_OVERHEAD
         end = start + self.size
         p = start + (KEY_SIZE_OFFSET_V1 if self.magic == MAGIC_V1 else KEY_SIZE_OFFSET_V0)
-        (klen,) = _I32.unpack_from(buf, p)
-        p += KEY_SIZE_LENGTH
-        key = None
-        if klen >= 0:
-            if p + klen + VALUE_SIZE_LENGTH > end:
-                raise CorruptRecordError(
-                    "key overruns the message",
-                    position=self.position + (p - self._at) - KEY_SIZE_LENGTH,
-                    expected=f"<= {end - p - VALUE_SIZE_LENGTH}",
-                    found=klen,
-                )
-            key = buf[p : p + klen]
-            p += klen
-        elif klen != -1:
-            raise CorruptRecordError(
-                "negative key length",
-                position=self.position + (p - self._at) - KEY_SIZE_LENGTH,
-                expected="-1 or >= 0",
-                found=klen,
-            )
+        key, p = self._sized_field("key", p, end - VALUE_SIZE_LENGTH)  # the value length must follow
         if p + VALUE_SIZE_LENGTH > end:
             raise CorruptRecordError(
                 "value length overruns the message", position=self.position + (p - self._at)
             )
-        (vlen,) = _I32.unpack_from(buf, p)
-        p += VALUE_SIZE_LENGTH
-        value = None
-        if vlen >= 0:
-            if p + vlen > end:
-                raise CorruptRecordError(
-                    "value overruns the message",
-                    position=self.position + (p - self._at) - VALUE_SIZE_LENGTH,
-                    expected=f"<= {end - p}",
-                    found=vlen,
-                )
-            value = buf[p : p + vlen]
-            p += vlen
-        elif vlen != -1:
-            raise CorruptRecordError(
-                "negative value length",
-                position=self.position + (p - self._at) - VALUE_SIZE_LENGTH,
-                expected="-1 or >= 0",
-                found=vlen,
-            )
+        value, p = self._sized_field("value", p, end)
         return key, value, end - p
+
+    def _sized_field(self, what: str, p: int, limit: int) -> tuple[memoryview | None, int]:
+        """The key or value (``what``) whose int32 length is at ``p`` (null at -1), ending by
+        ``limit``; returns it and the position after it."""
+        (n,) = _I32.unpack_from(self._buf, p)
+        at = self.position + (p - self._at)  # the length's position in the file
+        p += _I32.size  # KEY_SIZE_LENGTH, VALUE_SIZE_LENGTH
+        if n >= 0:
+            if p + n > limit:
+                raise CorruptRecordError(
+                    f"{what} overruns the message", position=at, expected=f"<= {limit - p}", found=n
+                )
+            return self._buf[p : p + n], p + n
+        if n != -1:
+            raise CorruptRecordError(
+                f"negative {what} length",
+                position=at,
+                expected="-1 or >= 0",
+                found=n,
+            )
+        return None, p
 
     @property
     def key(self) -> bytes | None:
@@ -243,19 +228,12 @@ class LegacyBatch:
         start = self._at + _MAGIC_AT
         return core.impl.crc32(self._buf[start : self._at + LOG_OVERHEAD + self.size])
 
-    def is_valid(self) -> bool:
-        return self.compute_checksum() == self.crc
+    def _crc_mismatch(self) -> str:
+        return f"message CRC mismatch (offset {self.offset})"
 
     def ensure_valid(self) -> None:
         """Check the CRC and that key and value fill the message exactly."""
-        actual = self.compute_checksum()
-        if actual != self.crc:
-            raise InvalidCrcError(
-                f"message CRC mismatch (offset {self.offset})",
-                position=self.position + _CRC_AT,
-                expected=f"{actual:#010x}",
-                found=f"{self.crc:#010x}",
-            )
+        self._ensure_crc()
         _, value, rest = self._key_value()
         if rest:
             raise CorruptRecordError(

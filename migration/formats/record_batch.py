@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
+from typing import ClassVar
 
 from migration.formats import compression as codecs
 from migration.formats import core
@@ -83,8 +84,41 @@ _CRC = struct.Struct(">I")
 _LENGTH = struct.Struct(">i")
 
 
-class RecordBatch:
+class CrcChecked:
+    """The CRC check of both batch kinds, a v2 batch and a v0/v1 entry (``legacy.py``), as
+    Kafka's ``isValid`` / ``ensureValid`` (DefaultRecordBatch.java, AbstractLegacyRecordBatch.java):
+    ``compute_checksum`` against the stored ``crc``; a mismatch is an InvalidCrcError at the CRC
+    field (``CRC_AT`` bytes into the entry), named by ``_crc_mismatch``."""
+
+    __slots__ = ()
+    CRC_AT: ClassVar[int]
+    crc: int
+    position: int
+
+    def compute_checksum(self) -> int:
+        raise NotImplementedError
+
+    def _crc_mismatch(self) -> str:
+        raise NotImplementedError
+
+    def is_valid(self) -> bool:
+        return self.compute_checksum() == self.crc
+
+    def _ensure_crc(self) -> None:
+        actual = self.compute_checksum()
+        if actual != self.crc:
+            raise InvalidCrcError(
+                self._crc_mismatch(),
+                position=self.position + self.CRC_AT,
+                expected=f"{actual:#010x}",
+                found=f"{self.crc:#010x}",
+            )
+
+
+class RecordBatch(CrcChecked):
     """A v2 batch read from a buffer; ``position`` is its position in the file."""
+
+    CRC_AT = CRC_OFFSET
 
     __slots__ = (
         "_buf",
@@ -211,18 +245,11 @@ class RecordBatch:
     def compute_checksum(self) -> int:
         return core.impl.crc32c(self._buf[self._at + ATTRIBUTES_OFFSET : self._at + LOG_OVERHEAD + self.length])
 
-    def is_valid(self) -> bool:
-        return self.compute_checksum() == self.crc
+    def _crc_mismatch(self) -> str:
+        return f"record batch CRC mismatch (base offset {self.base_offset})"
 
     def ensure_valid(self) -> None:
-        actual = self.compute_checksum()
-        if actual != self.crc:
-            raise InvalidCrcError(
-                f"record batch CRC mismatch (base offset {self.base_offset})",
-                position=self.position + CRC_OFFSET,
-                expected=f"{actual:#010x}",
-                found=f"{self.crc:#010x}",
-            )
+        self._ensure_crc()
         if self.records_count < 0:
             raise CorruptRecordError(
                 "negative record count",
