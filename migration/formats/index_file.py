@@ -11,9 +11,9 @@ import struct
 import sys
 from abc import ABC, abstractmethod
 from array import array
-from collections.abc import Sequence
-from itertools import islice
-from typing import ClassVar, Self
+from collections.abc import Callable, Iterator, Sequence
+from itertools import islice, starmap
+from typing import ClassVar, Generic, Self, TypeVar
 
 from migration.formats.errors import InvalidFileNameError
 from migration.formats.fileio import BytesLike, StrPath, durable_replace, offset_from_path, read_bytes
@@ -90,10 +90,11 @@ def entry_columns(data: memoryview, fields: Sequence[tuple[int, int]], entry_siz
 class IndexFile(ABC):
     """What the offset and time index share, as Kafka's ``AbstractIndex`` does: fixed-size
     entries relative to the segment's base offset, a preallocated zero-filled tail recognised
-    on read, the file length for the sanity checks, and the trimmed crash-safe write.
-    Subclasses give ``ENTRY``, ``FIELDS`` (each field's offset and length in an entry, in
-    ``ENTRY``'s order), ``FILE_SUFFIX``, ``OFFSET_FIELD`` (where the relative offset is in an
-    unpacked entry) and ``_load``."""
+    on read, the file length for the sanity checks, the trimmed crash-safe write, and the
+    entries as pairs and for equality. Subclasses give ``ENTRY``, ``FIELDS`` (each field's
+    offset and length in an entry, in ``ENTRY``'s order), ``FILE_SUFFIX``, ``OFFSET_FIELD``
+    (where the relative offset is in an unpacked entry), ``_load`` and ``_columns``; through
+    :class:`EntryIndex` their entries read as named tuples."""
 
     ENTRY: ClassVar[struct.Struct]
     FIELDS: ClassVar[tuple[tuple[int, int], ...]]
@@ -147,8 +148,18 @@ class IndexFile(ABC):
         """Take the entries read from a file: one list per field, in ``FIELDS`` order."""
 
     @abstractmethod
+    def _columns(self) -> tuple[list[int], list[int]]:
+        """The two fields of every entry, in the file's field order, the offset absolute."""
+
     def pairs(self) -> list[tuple[int, int]]:
         """The entries as plain tuples in the file's field order, the offset absolute."""
+        return list(zip(*self._columns(), strict=True))
+
+    def __eq__(self, other: object) -> bool:
+        # Another kind of index is not equal (NotImplemented both ways: identity decides).
+        if not isinstance(other, type(self)):
+            return NotImplemented
+        return (self.base_offset, *self._columns()) == (other.base_offset, *other._columns())
 
     @abstractmethod
     def sanity_check(self) -> None: ...
@@ -172,6 +183,23 @@ class IndexFile(ABC):
         """Write the trimmed index crash-safely; the name must carry this base offset."""
         check_file_name(path, self.FILE_SUFFIX, self.base_offset)
         durable_replace(path, self.to_bytes(), tmp_suffix=tmp_suffix)
+
+
+E = TypeVar("E", bound=tuple[int, int])  # an entry as the queries give it (a NamedTuple)
+
+
+class EntryIndex(IndexFile, Generic[E]):
+    """An index whose entries read as ``ENTRY_TUPLE`` (OffsetPosition, TimestampOffset): a
+    generic step of its own, so that :class:`IndexFile` stays a plain type for callers."""
+
+    ENTRY_TUPLE: Callable[[int, int], E]
+
+    @property
+    def entries(self) -> tuple[E, ...]:
+        return tuple(starmap(self.ENTRY_TUPLE, zip(*self._columns(), strict=True)))
+
+    def __iter__(self) -> Iterator[E]:
+        return iter(self.entries)
 
 
 def check_file_name(path: StrPath, suffix: str, base_offset: int) -> None:

@@ -19,14 +19,14 @@ from __future__ import annotations
 import bisect
 import operator
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import chain, repeat
 from typing import NamedTuple
 
 from migration.formats.errors import CorruptIndexError
 from migration.formats.index_file import (
     INT32_MAX,
-    IndexFile,
+    EntryIndex,
     IndexFullError,
     InvalidOffsetError,
     ascending,
@@ -48,9 +48,10 @@ class OffsetPosition(NamedTuple):
     position: int
 
 
-class OffsetIndex(IndexFile):
+class OffsetIndex(EntryIndex[OffsetPosition]):
     """The offset index of one segment: sorted (absolute offset, position) entries."""
 
+    ENTRY_TUPLE = OffsetPosition
     ENTRY = _ENTRY
     FIELDS = ((RELATIVE_OFFSET_OFFSET, RELATIVE_OFFSET_LENGTH), (POSITION_OFFSET, POSITION_LENGTH))
     ENTRY_SIZE = ENTRY_SIZE
@@ -74,27 +75,10 @@ class OffsetIndex(IndexFile):
         self._offsets.extend(map(self.base_offset.__add__, rels) if self.base_offset else rels)
         self._positions.extend(positions)
 
-    def pairs(self) -> list[tuple[int, int]]:
-        """(offset, position) of every entry."""
-        return list(zip(self._offsets, self._positions, strict=True))
+    def _columns(self) -> tuple[list[int], list[int]]:
+        return self._offsets, self._positions
 
     # -- queries -------------------------------------------------------------------------
-
-    @property
-    def entries(self) -> tuple[OffsetPosition, ...]:
-        return tuple(OffsetPosition(o, p) for o, p in zip(self._offsets, self._positions, strict=True))
-
-    def __iter__(self) -> Iterator[OffsetPosition]:
-        return iter(self.entries)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, OffsetIndex):
-            return NotImplemented
-        return (self.base_offset, self._offsets, self._positions) == (
-            other.base_offset,
-            other._offsets,
-            other._positions,
-        )
 
     @property
     def last_offset(self) -> int:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from migration.formats.errors import CorruptIndexError
 from migration.formats.index_file import (
-    IndexFile,
+    EntryIndex,
     IndexFullError,
     InvalidOffsetError,
     ascending,
@@ -48,9 +48,10 @@ class TimestampOffset(NamedTuple):
     offset: int  # absolute offset
 
 
-class TimeIndex(IndexFile):
+class TimeIndex(EntryIndex[TimestampOffset]):
     """The time index of one segment."""
 
+    ENTRY_TUPLE = TimestampOffset
     ENTRY = _ENTRY
     FIELDS = ((TIMESTAMP_OFFSET, TIMESTAMP_LENGTH), (RELATIVE_OFFSET_OFFSET, RELATIVE_OFFSET_LENGTH))
     ENTRY_SIZE = ENTRY_SIZE
@@ -78,27 +79,10 @@ class TimeIndex(IndexFile):
         self._timestamps.extend(timestamps)
         self._offsets.extend(map(self.base_offset.__add__, rels) if self.base_offset else rels)
 
-    def pairs(self) -> list[tuple[int, int]]:
-        """(timestamp, offset) of every entry."""
-        return list(zip(self._timestamps, self._offsets, strict=True))
+    def _columns(self) -> tuple[list[int], list[int]]:
+        return self._timestamps, self._offsets
 
     # -- queries -------------------------------------------------------------------------
-
-    @property
-    def entries(self) -> tuple[TimestampOffset, ...]:
-        return tuple(TimestampOffset(t, o) for t, o in zip(self._timestamps, self._offsets, strict=True))
-
-    def __iter__(self) -> Iterator[TimestampOffset]:
-        return iter(self.entries)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, TimeIndex):
-            return NotImplemented
-        return (self.base_offset, self._timestamps, self._offsets) == (
-            other.base_offset,
-            other._timestamps,
-            other._offsets,
-        )
 
     @property
     def last_entry(self) -> TimestampOffset:
