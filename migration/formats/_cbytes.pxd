@@ -1,14 +1,16 @@
 # cython: language_level=3
 """Shared C declarations of the compiled record core: big-endian loads and stores
-(``_cvendor/kbytes.h``), buffers of Python objects, and the growable output buffer every
-writer fills. Declarations and inline functions only: each module that cimports them gets its
-own inlined copy (docs/architecture.md, "The record core")."""
+(``_cvendor/kbytes.h``), buffers of Python objects, the growable output buffer every writer
+fills, int32 length-prefixed bytes, and arrays of int64. Declarations and inline functions
+only: each module that cimports them gets its own inlined copy (docs/architecture.md, "The
+record core")."""
 
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy
 
 cdef extern from "kbytes.h":
     int16_t kb_i16(const unsigned char *p) nogil
@@ -70,6 +72,25 @@ cdef inline void buf_free(Buf *b) noexcept nogil:
     b.p = NULL
     b.n = 0
     b.cap = 0
+
+
+cdef inline unsigned char *put_sized(unsigned char *w, const void *src, Py_ssize_t n) noexcept nogil:
+    """Bytes after their int32 length at ``w`` (a v0/v1 key or value, docs/formats.md §1.2, and
+    digest.py's fields): ``n``, then the ``n`` bytes of ``src``, none for -1 (null, §1.5).
+    Returns the end."""
+    kb_put_i32(w, <int32_t>n)
+    if n > 0:
+        memcpy(w + 4, src, <size_t>n)
+        return w + 4 + n
+    return w + 4
+
+
+cdef inline int buf_put_sized(Buf *b, const void *src, Py_ssize_t n) noexcept nogil:
+    """:func:`put_sized` at the end of ``b``; -1 when memory runs out."""
+    if buf_reserve(b, 4 + (n if n > 0 else 0)) < 0:
+        return -1
+    b.n = put_sized(b.p + b.n, src, n) - b.p
+    return 0
 
 
 cdef inline bytes buf_bytes(Buf *b):

@@ -10,15 +10,14 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.long cimport PyLong_FromLongLong
 from cpython.tuple cimport PyTuple_GET_ITEM
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
-from libc.string cimport memcpy
 
 from migration.formats._cbytes cimport (
-    INT32_MAX, INT64_MAX_, INT64_MIN_, Buf, buf_bytes, buf_free, buf_reserve, get_view, kb_add_ovf, kb_put_i16,
-    kb_put_i32, kb_put_i64, kb_put_u32, kb_sub_ovf,
+    INT32_MAX, INT64_MAX_, INT64_MIN_, Buf, buf_bytes, buf_free, buf_put_sized, buf_reserve, get_view, kb_add_ovf,
+    kb_put_i16, kb_put_i32, kb_put_i64, kb_put_u32, kb_sub_ovf, put_sized,
 )
 from migration.formats._ccrc cimport crc32c_of
 from migration.formats._clayout cimport *
-from migration.formats._cvarint cimport put_varint, rd_varint, varint_size
+from migration.formats._cvarint cimport put_varint, put_varint_sized, rd_varint, varint_size
 
 from migration.formats import _pycore as _py
 from migration.formats.model import Record
@@ -97,53 +96,24 @@ cdef int walk_v2(const unsigned char *d, Py_ssize_t end, int64_t count, int64_t 
                 return 0
             # Keys are str in a Record; utf-8 with surrogateescape round-trips any bytes,
             # so the raw key bytes are its canonical encoding.
-            if out != NULL:
-                if buf_reserve(out, 8 + hklen) < 0:
-                    return -1
-                w = out.p + out.n
-                kb_put_i32(w, <int32_t>hklen)
-                memcpy(w + 4, d + pos, <size_t>hklen)
-                out.n += 4 + hklen
+            if out != NULL and buf_put_sized(out, d + pos, hklen) < 0:
+                return -1
             pos += hklen
             if not rd_varint(d, &pos, rec_end, 5, &hvlen):
                 return 0
-            if hvlen >= 0:
-                if hvlen > rec_end - pos:
-                    return 0
-                if out != NULL:
-                    if buf_reserve(out, 4 + hvlen) < 0:
-                        return -1
-                    w = out.p + out.n
-                    kb_put_i32(w, <int32_t>hvlen)
-                    memcpy(w + 4, d + pos, <size_t>hvlen)
-                    out.n += 4 + hvlen
-                pos += hvlen
-            elif hvlen == -1:
-                if out != NULL:
-                    if buf_reserve(out, 4) < 0:
-                        return -1
-                    kb_put_i32(out.p + out.n, -1)
-                    out.n += 4
-            else:
+            if hvlen < -1 or hvlen > rec_end - pos:  # -1: a null value (docs/formats.md §2.5)
                 return 0
+            if out != NULL and buf_put_sized(out, d + pos, hvlen) < 0:
+                return -1
+            if hvlen > 0:
+                pos += hvlen
         if pos != rec_end:
             return 0
         if out != NULL:
             need = 8 + (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0)
             if buf_reserve(out, need) < 0:
                 return -1
-            w = out.p + out.n
-            kb_put_i32(w, <int32_t>klen)
-            w += 4
-            if klen > 0:
-                memcpy(w, d + kstart, <size_t>klen)
-                w += klen
-            kb_put_i32(w, <int32_t>vlen)
-            w += 4
-            if vlen > 0:
-                memcpy(w, d + vstart, <size_t>vlen)
-                w += vlen
-            out.n = w - out.p
+            out.n = put_sized(put_sized(out.p + out.n, d + kstart, klen), d + vstart, vlen) - out.p
         if stamps != NULL:
             if buf_reserve(stamps, 8) < 0:
                 return -1
@@ -274,14 +244,7 @@ cdef void put_single_record_batch(unsigned char *w, Py_ssize_t total, int64_t of
     w[0] = 0  # record attributes
     w[1] = 0  # timestamp delta
     w[2] = 0  # offset delta
-    w = put_varint(w + 3, klen)
-    if klen > 0:
-        memcpy(w, key, <size_t>klen)
-        w += klen
-    w = put_varint(w, vlen)
-    if vlen > 0:
-        memcpy(w, value, <size_t>vlen)
-        w += vlen
+    w = put_varint_sized(put_varint_sized(w + 3, key, klen), value, vlen)
     w[0] = 0  # no headers
     kb_put_u32(start + CRC_OFFSET, crc32c_of(0, start + ATTRIBUTES_OFFSET, <size_t>after))
 
@@ -327,7 +290,7 @@ cdef class _RecordParts:
 def encode_records(records, base_offset, base_timestamp):
     """See ``_pycore.encode_records``."""
     cdef int64_t boff, bts, off, ts, delta, prev = -1, max_ts = -1, tdelta
-    cdef Py_ssize_t total = 0, body, hl, i, n
+    cdef Py_ssize_t total = 0, body, i, n
     cdef _RecordParts rp
     cdef _Blob hk, hv
     cdef list items = []
@@ -386,28 +349,14 @@ def encode_records(records, base_offset, base_timestamp):
         w[0] = 0  # record attributes
         w = put_varint(w + 1, rp.timestamp_delta)
         w = put_varint(w, rp.offset_delta)
-        w = put_varint(w, rp.key.length())
-        if rp.key.length() > 0:
-            memcpy(w, rp.key.view.buf, <size_t>rp.key.length())
-            w += rp.key.length()
-        w = put_varint(w, rp.value.length())
-        if rp.value.length() > 0:
-            memcpy(w, rp.value.view.buf, <size_t>rp.value.length())
-            w += rp.value.length()
+        w = put_varint_sized(w, rp.key.view.buf, rp.key.length())
+        w = put_varint_sized(w, rp.value.view.buf, rp.value.length())
         if rp.headers is None:
             w[0] = 0
             w += 1
         else:
             w = put_varint(w, len(rp.headers))
             for hk, hv in rp.headers:
-                hl = hk.length()
-                w = put_varint(w, hl)
-                if hl > 0:
-                    memcpy(w, hk.view.buf, <size_t>hl)
-                    w += hl
-                hl = hv.length()
-                w = put_varint(w, hl)
-                if hl > 0:
-                    memcpy(w, hv.view.buf, <size_t>hl)
-                    w += hl
+                w = put_varint_sized(w, hk.view.buf, hk.length())
+                w = put_varint_sized(w, hv.view.buf, hv.length())
     return out, max_ts, prev

@@ -3,6 +3,7 @@
 functions only, compiled into each module that cimports them."""
 
 from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memcpy
 
 
 cdef inline int rd_varint(const unsigned char *d, Py_ssize_t *pos, Py_ssize_t limit, int max_bytes,
@@ -53,3 +54,14 @@ cdef inline unsigned char *put_varint(unsigned char *p, int64_t n) noexcept nogi
         u >>= 7
     p[0] = <unsigned char>u
     return p + 1
+
+
+cdef inline unsigned char *put_varint_sized(unsigned char *p, const void *src, int64_t n) noexcept nogil:
+    """Bytes after their varint length at ``p`` (a v2 record's key, value, header key or value,
+    docs/formats.md §2.4, §2.5): ``n``, then the ``n`` bytes of ``src``, none for -1 (null).
+    Returns the end."""
+    p = put_varint(p, n)
+    if n > 0:
+        memcpy(p, src, <size_t>n)
+        p += n
+    return p

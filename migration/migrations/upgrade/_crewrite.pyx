@@ -20,14 +20,14 @@ from libc.string cimport memcpy
 
 from migration.formats._cbytes cimport (
     INT32_MAX, INT64_MAX_, INT64_MIN_, Buf, buf_bytes, buf_free, buf_reserve, buf_view, get_view, int64_array,
-    kb_put_i16, kb_put_i32, kb_put_i64, kb_put_u32, kb_sub_ovf,
+    kb_put_i16, kb_put_i32, kb_put_i64, kb_put_u32, kb_sub_ovf, put_sized,
 )
 from migration.formats._ccompression cimport codec_compress
 from migration.formats._ccrc cimport crc32_of, crc32c_of
 from migration.formats._clayout cimport *
 from migration.formats._clegacy cimport Entry, put_v1_head
 from migration.formats._crecord_batch cimport put_single_record_batch, single_record_batch_size
-from migration.formats._cvarint cimport put_varint, varint_size
+from migration.formats._cvarint cimport put_varint, put_varint_sized, varint_size
 from migration.formats._cwalker cimport SegmentWalker
 
 
@@ -269,14 +269,8 @@ cdef class RewriteWalker(SegmentWalker):
                     w = put_varint(self.conv.p + self.conv.n, body)
                     w[0] = 0  # record attributes
                     w = put_varint(put_varint(w + 1, tsd), rel)
-                    w = put_varint(w, klen)
-                    if klen > 0:
-                        memcpy(w, d + e[i].kp + KEY_SIZE_LENGTH, <size_t>klen)
-                        w += klen
-                    w = put_varint(w, vlen)
-                    if vlen > 0:
-                        memcpy(w, d + e[i].mend - vlen, <size_t>vlen)
-                        w += vlen
+                    w = put_varint_sized(w, d + e[i].kp + KEY_SIZE_LENGTH, klen)
+                    w = put_varint_sized(w, d + e[i].mend - (vlen if vlen > 0 else 0), vlen)
                     w[0] = 0  # no headers
                     self.conv.n = w + 1 - self.conv.p
                 if lat:
@@ -302,9 +296,7 @@ cdef class RewriteWalker(SegmentWalker):
                 kb_put_i64(w + OFFSET_OFFSET, last)
                 kb_put_i32(w + SIZE_OFFSET, <int32_t>size)
                 put_v1_head(w + LEGACY_MAGIC_AT, codec | (LEGACY_TIMESTAMP_TYPE_MASK if lat else 0), header_max)
-                kb_put_i32(w + V1_KEY_LENGTH_AT, -1)  # no key
-                kb_put_i32(w + V1_KEY_LENGTH_AT + KEY_SIZE_LENGTH, <int32_t>plen)
-                memcpy(w + V1_KEY_LENGTH_AT + KEY_SIZE_LENGTH + VALUE_SIZE_LENGTH, pv.buf, <size_t>plen)
+                put_sized(put_sized(w + V1_KEY_LENGTH_AT, NULL, -1), pv.buf, plen)  # no key; the compressed value
                 kb_put_u32(w + LEGACY_CRC_AT, crc32_of(0, w + LEGACY_MAGIC_AT, <size_t>(n - LEGACY_MAGIC_AT)))
             else:
                 kb_put_i64(w + BASE_OFFSET_OFFSET, first)
