@@ -43,12 +43,7 @@ cdef int scan_inner_c(const unsigned char *d, Py_ssize_t end, int magic, int64_t
                 != kb_u32(d + pos + LEGACY_CRC_AT)):
             return 0
         kp = pos + kfield
-        klen = kb_i32(d + kp)
-        vp = kp + KEY_SIZE_LENGTH + (klen if klen > 0 else 0)
-        if klen < -1 or vp + VALUE_SIZE_LENGTH > mend:
-            return 0
-        vlen = kb_i32(d + vp)
-        if vlen < -1 or vp + VALUE_SIZE_LENGTH + (vlen if vlen > 0 else 0) != mend:
+        if not legacy_key_value(d, kp, mend, &klen, &vp, &vlen):
             return 0
         if buf_reserve(ents, sizeof(Entry)) < 0:
             return -1
@@ -118,40 +113,39 @@ def scan_inner(data, magic, wrapper_offset, lat):
         PyBuffer_Release(&v)
 
 
+cdef inline int entry_span(tuple e, Py_ssize_t end_at, Py_ssize_t data_len, int64_t *off, Py_ssize_t *kp,
+                           Py_ssize_t *end) except -1:
+    """The offset, key position and ``e[end_at]`` of an entry of scan_inner: 1 when one is beyond
+    the C types or the span beyond the data (the reference then takes the call whole), else 0."""
+    try:
+        off[0] = e[0]
+        kp[0] = e[2]
+        end[0] = e[end_at]
+    except OverflowError:
+        return 1
+    return kp[0] < 0 or end[0] < kp[0] or end[0] > data_len
+
+
 def legacy_digest(data, entries, list parts, list stamps):
     """See ``_pycore.legacy_digest``; appends one piece for all the entries."""
     cdef Py_buffer v
     cdef Py_ssize_t total = 0, i, n, kp, vend
     cdef int64_t off
     cdef unsigned char *w
-    cdef tuple e
     cdef object out
     n = len(entries)
     get_view(data, &v)
     try:
         # sizes and ranges first: anything odd goes to the reference whole
         for i in range(n):
-            e = <tuple>entries[i]
-            try:
-                off = e[0]
-                kp = e[2]
-                vend = e[5]
-            except OverflowError:
-                return _py.legacy_digest(data, entries, parts, stamps)
-            if kp < 0 or vend < kp or vend > v.len:
+            if entry_span(<tuple>entries[i], 5, v.len, &off, &kp, &vend):
                 return _py.legacy_digest(data, entries, parts, stamps)
             total += RECORD_HEAD + vend - kp
         out = PyBytes_FromStringAndSize(NULL, total)
         w = <unsigned char *>PyBytes_AS_STRING(out)
         for i in range(n):
-            e = <tuple>entries[i]
-            off = e[0]
-            kp = e[2]
-            vend = e[5]
-            kb_put_i64(w, off)
-            kb_put_i32(w + DIGEST_OFFSET_LENGTH, 0)
-            memcpy(w + RECORD_HEAD, <const unsigned char *>v.buf + kp, <size_t>(vend - kp))
-            w += RECORD_HEAD + vend - kp
+            entry_span(<tuple>entries[i], 5, v.len, &off, &kp, &vend)  # 0: checked above
+            w = put_legacy_digest(w, off, <const unsigned char *>v.buf + kp, vend - kp)
         if n:
             parts.append(out)
             for i in range(n):
@@ -160,12 +154,27 @@ def legacy_digest(data, entries, list parts, list stamps):
         PyBuffer_Release(&v)
 
 
+cdef inline int v1_head_of(attributes, timestamp, unsigned char *head) except -1:
+    """put_v1_head of the arguments of a v0 -> v1 call: 1 when they are beyond int8 and int64
+    (the reference then takes the call whole), else 0."""
+    cdef int64_t ts
+    cdef int attr
+    try:
+        ts = timestamp
+        attr = attributes
+    except OverflowError:
+        return 1
+    if attr < -128 or attr > 127:
+        return 1
+    put_v1_head(head, attr, ts)
+    return 0
+
+
 def v0_entry_to_v1(buf, at, offset, attributes, timestamp):
     """See ``_pycore.v0_entry_to_v1``."""
     cdef Py_buffer v
     cdef Py_ssize_t a, rest_len
-    cdef int64_t off, ts
-    cdef int attr
+    cdef int64_t off
     cdef int32_t size
     cdef unsigned char head[V1_HEAD]
     cdef unsigned char *w
@@ -174,11 +183,9 @@ def v0_entry_to_v1(buf, at, offset, attributes, timestamp):
     try:
         a = at
         off = offset
-        ts = timestamp
-        attr = attributes
     except OverflowError:
         return _py.v0_entry_to_v1(buf, at, offset, attributes, timestamp)
-    if attr < -128 or attr > 127:
+    if v1_head_of(attributes, timestamp, head):
         return _py.v0_entry_to_v1(buf, at, offset, attributes, timestamp)
     get_view(buf, &v)
     try:
@@ -188,7 +195,6 @@ def v0_entry_to_v1(buf, at, offset, attributes, timestamp):
         if size < KEY_SIZE_OFFSET_V0 or size > v.len - a - LOG_OVERHEAD or size > INT32_MAX - V1_MINUS_V0_SIZE:
             return _py.v0_entry_to_v1(buf, at, offset, attributes, timestamp)
         rest_len = size - KEY_SIZE_OFFSET_V0  # key length .. end of value
-        put_v1_head(head, attr, ts)
         crc = crc32_of(crc32_of(0, head, V1_HEAD), <const unsigned char *>v.buf + a + V0_KEY_LENGTH_AT, <size_t>rest_len)
         out = PyBytes_FromStringAndSize(NULL, V1_KEY_LENGTH_AT + rest_len)
         w = <unsigned char *>PyBytes_AS_STRING(out)
@@ -206,45 +212,30 @@ def v0_entries_to_v1(data, entries, base, attributes, timestamp):
     """See ``_pycore.v0_entries_to_v1``."""
     cdef Py_buffer v
     cdef Py_ssize_t total = 0, i, n, kp, mend
-    cdef int64_t b, ts, off, rel
-    cdef int attr
+    cdef int64_t b, off, rel
     cdef unsigned char head[V1_HEAD]
     cdef unsigned char *w
     cdef uint32_t seed
-    cdef tuple e
     cdef object out
     try:
         b = base
-        ts = timestamp
-        attr = attributes
     except OverflowError:
         return _py.v0_entries_to_v1(data, entries, base, attributes, timestamp)
-    if attr < -128 or attr > 127:
+    if v1_head_of(attributes, timestamp, head):
         return _py.v0_entries_to_v1(data, entries, base, attributes, timestamp)
     n = len(entries)
     get_view(data, &v)
     try:
         for i in range(n):
-            e = <tuple>entries[i]
-            try:
-                off = e[0]
-                kp = e[2]
-                mend = e[6]
-            except OverflowError:
-                return _py.v0_entries_to_v1(data, entries, base, attributes, timestamp)
-            if (kp < 0 or mend < kp or mend > v.len or kb_sub_ovf(off, b, &rel)
+            if (entry_span(<tuple>entries[i], 6, v.len, &off, &kp, &mend) or kb_sub_ovf(off, b, &rel)
                     or mend - kp > INT32_MAX - KEY_SIZE_OFFSET_V1):
                 return _py.v0_entries_to_v1(data, entries, base, attributes, timestamp)
             total += V1_KEY_LENGTH_AT + mend - kp
-        put_v1_head(head, attr, ts)
         seed = crc32_of(0, head, V1_HEAD)
         out = PyBytes_FromStringAndSize(NULL, total)
         w = <unsigned char *>PyBytes_AS_STRING(out)
         for i in range(n):
-            e = <tuple>entries[i]
-            off = e[0]
-            kp = e[2]
-            mend = e[6]
+            entry_span(<tuple>entries[i], 6, v.len, &off, &kp, &mend)  # 0: checked above
             kb_put_i64(w + OFFSET_OFFSET, off - b)
             kb_put_i32(w + SIZE_OFFSET, <int32_t>(KEY_SIZE_OFFSET_V1 + mend - kp))  # v1 header + rest
             kb_put_u32(w + LEGACY_CRC_AT, crc32_of(seed, <const unsigned char *>v.buf + kp, <size_t>(mend - kp)))

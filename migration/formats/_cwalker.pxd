@@ -48,6 +48,8 @@ cdef class SegmentWalker:
     cdef object _decompressed(self, Py_ssize_t start, Py_ssize_t n, int codec, int magic)
     cdef int _v2(self, const unsigned char *p, Py_ssize_t at, int32_t size, int64_t pos) except -1
     cdef int _legacy(self, const unsigned char *p, Py_ssize_t at, int32_t size, int magic, int64_t pos) except -1
+    cdef object _inner(self, Py_ssize_t start, Py_ssize_t n, int codec, int magic, int64_t offset, bint lat,
+                       int64_t ts, bint digest)
     cdef int _digest_entries(self, const unsigned char *d) except -1
     cdef void _apply(self) noexcept
     cdef bint _ready(self) noexcept

@@ -7,19 +7,30 @@ from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy
 
 from migration.formats._cbytes cimport (
     INT32_MAX, Buf, buf_free, buf_reserve, buf_view, get_view, int64_array, kb_add_ovf, kb_i16, kb_i32, kb_i64,
-    kb_put_i32, kb_put_i64, kb_sub_ovf, kb_u32,
+    kb_put_i64, kb_sub_ovf, kb_u32,
 )
 from migration.formats._ccompression cimport codec_decompress
 from migration.formats._ccrc cimport crc32_of, crc32c_of
 from migration.formats._clayout cimport *
-from migration.formats._clegacy cimport Entry, scan_inner_c
+from migration.formats._clegacy cimport Entry, legacy_key_value, put_legacy_digest, scan_inner_c
 from migration.formats._crecord_batch cimport walk_v2
 
 # ---------------------------------------------------------------- deep validation of a segment
+
+
+cdef inline int digest_record(Buf *dg, Buf *dts, int64_t offset, int64_t ts, const unsigned char *tail,
+                              Py_ssize_t n) noexcept nogil:
+    """A v0/v1 message's canonical bytes into ``dg`` (``tail``: its ``n`` bytes from the key
+    length on, digest.py) and its timestamp into ``dts``; -1 when memory runs out."""
+    if buf_reserve(dg, RECORD_HEAD + n) < 0 or buf_reserve(dts, 8) < 0:
+        return -1
+    dg.n = put_legacy_digest(dg.p + dg.n, offset, tail, n) - dg.p
+    (<int64_t *>(dts.p + dts.n))[0] = ts
+    dts.n += 8
+    return 0
 
 
 cdef class SegmentWalker:
@@ -219,11 +230,10 @@ cdef class SegmentWalker:
         cdef bint v1 = magic == 1
         cdef Py_ssize_t mend = LOG_OVERHEAD + size, kp, vp
         cdef int32_t klen, vlen
-        cdef int attributes, codec, rc
-        cdef int64_t offset, ts, first, wrapper_ts
+        cdef int attributes, codec
+        cdef int64_t offset, ts, first
         cdef Py_ssize_t n = 0
         cdef bint shallow = False
-        cdef Py_buffer dv
         if size < (RECORD_OVERHEAD_V1 if v1 else RECORD_OVERHEAD_V0):
             return 0
         if crc32_of(0, p + LEGACY_MAGIC_AT, <size_t>(mend - LEGACY_MAGIC_AT)) != kb_u32(p + LEGACY_CRC_AT):
@@ -231,12 +241,7 @@ cdef class SegmentWalker:
         if magic < self.count_from <= 2:
             self.count_from = 3  # below the counted formats: no more counting (see __init__)
         kp = V1_KEY_LENGTH_AT if v1 else V0_KEY_LENGTH_AT
-        klen = kb_i32(p + kp)
-        vp = kp + KEY_SIZE_LENGTH + (klen if klen > 0 else 0)
-        if klen < -1 or vp + VALUE_SIZE_LENGTH > mend:
-            return 0
-        vlen = kb_i32(p + vp)
-        if vlen < -1 or vp + VALUE_SIZE_LENGTH + (vlen if vlen > 0 else 0) != mend:
+        if not legacy_key_value(p, kp, mend, &klen, &vp, &vlen):
             return 0
         attributes = p[LEGACY_ATTRIBUTES_AT]
         codec = attributes & LEGACY_CODEC_MASK
@@ -254,37 +259,17 @@ cdef class SegmentWalker:
                     # legacy.scan does for record_count; anything irregular is the loop's)
                     if codec > LEGACY_MAX_CODEC:
                         return 0
-                    data = self._decompressed(at + vp + VALUE_SIZE_LENGTH, vlen, codec, magic)
+                    data = self._inner(at + vp + VALUE_SIZE_LENGTH, vlen, codec, magic, offset, False, 0, False)
                     if data is None:
-                        return 0
-                    get_view(data, &dv)
-                    try:
-                        rc = scan_inner_c(<const unsigned char *>dv.buf, dv.len, magic, offset, False, 0, &self.ents)
-                    finally:
-                        PyBuffer_Release(&dv)
-                    if rc < 0:
-                        raise MemoryError()
-                    if rc == 0:
                         return 0
                     self.p_count = self.ents.n // sizeof(Entry)
             elif codec > LEGACY_MAX_CODEC:
                 return 0
             else:
-                data = self._decompressed(at + vp + VALUE_SIZE_LENGTH, vlen, codec, magic)
+                # a v1 LogAppendTime wrapper's time is its inner messages' (legacy.scan)
+                data = self._inner(at + vp + VALUE_SIZE_LENGTH, vlen, codec, magic, offset,
+                                   v1 and (attributes & LEGACY_TIMESTAMP_TYPE_MASK) != 0, ts, self.digesting)
                 if data is None:
-                    return 0
-                get_view(data, &dv)
-                try:
-                    # a v1 LogAppendTime wrapper's time is its inner messages' (legacy.scan)
-                    rc = scan_inner_c(<const unsigned char *>dv.buf, dv.len, magic, offset,
-                                      v1 and (attributes & LEGACY_TIMESTAMP_TYPE_MASK) != 0, ts, &self.ents)
-                    if rc > 0 and self.digesting and self._digest_entries(<const unsigned char *>dv.buf) < 0:
-                        raise MemoryError()
-                finally:
-                    PyBuffer_Release(&dv)
-                if rc < 0:
-                    raise MemoryError()
-                if rc == 0:
                     return 0
                 first = (<Entry *>self.ents.p)[0].off
                 n = self.ents.n // sizeof(Entry)
@@ -294,14 +279,8 @@ cdef class SegmentWalker:
             n = 1
             if self.digesting:
                 # one record: its canonical bytes are a head and the message's tail (digest.py)
-                if buf_reserve(&self.dg, RECORD_HEAD + mend - kp) < 0 or buf_reserve(&self.dts, 8) < 0:
+                if digest_record(&self.dg, &self.dts, offset, ts, p + kp, mend - kp) < 0:
                     raise MemoryError()
-                kb_put_i64(self.dg.p + self.dg.n, offset)
-                kb_put_i32(self.dg.p + self.dg.n + DIGEST_OFFSET_LENGTH, 0)
-                memcpy(self.dg.p + self.dg.n + RECORD_HEAD, p + kp, <size_t>(mend - kp))
-                self.dg.n += RECORD_HEAD + mend - kp
-                (<int64_t *>(self.dts.p + self.dts.n))[0] = ts
-                self.dts.n += 8
                 self.p_n, self.p_first, self.p_last = 1, offset, offset
         if magic >= self.count_from and not shallow:
             self.p_count = n if self.deep else 1
@@ -311,20 +290,35 @@ cdef class SegmentWalker:
             return 0
         return self._commit(pos, (self.prev_last + 1) if shallow else first, offset, ts, n)
 
+    cdef object _inner(self, Py_ssize_t start, Py_ssize_t n, int codec, int magic, int64_t offset, bint lat,
+                       int64_t ts, bint digest):
+        """The value of the wrapper at ``offset`` (``n`` bytes at ``start`` of the walked buffer)
+        decompressed, its inner messages scanned into ``self.ents`` (``lat``: ``ts`` is their
+        time) and, with ``digest``, digested: the decompressed value, or None when irregular."""
+        cdef Py_buffer dv
+        cdef int rc
+        data = self._decompressed(start, n, codec, magic)
+        if data is None:
+            return None
+        get_view(data, &dv)
+        try:
+            rc = scan_inner_c(<const unsigned char *>dv.buf, dv.len, magic, offset, lat, ts, &self.ents)
+            if rc > 0 and digest:
+                self._digest_entries(<const unsigned char *>dv.buf)
+        finally:
+            PyBuffer_Release(&dv)
+        if rc < 0:
+            raise MemoryError()
+        return data if rc else None
+
     cdef int _digest_entries(self, const unsigned char *d) except -1:
         """The canonical bytes and timestamps of the inner messages in ``self.ents`` (``d``: the
-        decompressed value they lie in); 0, or -1 when memory runs out."""
+        decompressed value they lie in)."""
         cdef Entry *e = <Entry *>self.ents.p
         cdef Py_ssize_t count = self.ents.n // sizeof(Entry), i
         for i in range(count):
-            if buf_reserve(&self.dg, RECORD_HEAD + e[i].mend - e[i].kp) < 0 or buf_reserve(&self.dts, 8) < 0:
-                return -1
-            kb_put_i64(self.dg.p + self.dg.n, e[i].off)
-            kb_put_i32(self.dg.p + self.dg.n + DIGEST_OFFSET_LENGTH, 0)
-            memcpy(self.dg.p + self.dg.n + RECORD_HEAD, d + e[i].kp, <size_t>(e[i].mend - e[i].kp))
-            self.dg.n += RECORD_HEAD + e[i].mend - e[i].kp
-            (<int64_t *>(self.dts.p + self.dts.n))[0] = e[i].ts
-            self.dts.n += 8
+            if digest_record(&self.dg, &self.dts, e[i].off, e[i].ts, d + e[i].kp, e[i].mend - e[i].kp) < 0:
+                raise MemoryError()
         self.p_n, self.p_first, self.p_last = count, e[0].off, e[count - 1].off
         return 0
 
