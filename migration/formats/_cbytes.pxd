@@ -121,3 +121,15 @@ cdef inline int64_t *int64_array(object values, Py_ssize_t *n) except? NULL:
         free(a)
         raise
     return a
+
+
+cdef inline Py_ssize_t bisect_right_i64(const int64_t *a, Py_ssize_t n, int64_t x) noexcept nogil:
+    """How many of the ``n`` ascending ``a`` are <= ``x`` (``bisect.bisect_right``)."""
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < a[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo

@@ -9,8 +9,8 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 from libc.stdlib cimport free, malloc
 
 from migration.formats._cbytes cimport (
-    INT32_MAX, Buf, buf_free, buf_reserve, buf_view, get_view, int64_array, kb_add_ovf, kb_i16, kb_i32, kb_i64,
-    kb_put_i64, kb_sub_ovf, kb_u32,
+    INT32_MAX, Buf, bisect_right_i64, buf_free, buf_reserve, buf_view, get_view, int64_array, kb_add_ovf, kb_i16,
+    kb_i32, kb_i64, kb_put_i64, kb_sub_ovf, kb_u32,
 )
 from migration.formats._ccompression cimport codec_decompress
 from migration.formats._ccrc cimport crc32_of, crc32c_of
@@ -424,15 +424,10 @@ cdef class SegmentWalker:
     cdef bint _epoch_ok(self, int64_t first, int32_t ple):
         """The batch's leader epoch is the checkpoint's for its base offset (bisect_right - 1), or
         -1 (no epoch: Kafka's LogSegment.recover builds cache entries only from batches with one)."""
-        cdef Py_ssize_t lo = 0, hi = self.n_epochs, mid
+        cdef Py_ssize_t lo
         if ple == -1:
             return True
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if first < self.epoch_start[mid]:
-                hi = mid
-            else:
-                lo = mid + 1
+        lo = bisect_right_i64(self.epoch_start, self.n_epochs, first)
         return lo == 0 or self.epoch[lo - 1] == ple
 
     cdef int _commit(self, int64_t pos, int64_t floor, int64_t last, int64_t batch_max_ts, Py_ssize_t n):

@@ -19,8 +19,8 @@ from libc.stdlib cimport free
 from libc.string cimport memcpy
 
 from migration.formats._cbytes cimport (
-    INT32_MAX, INT64_MAX_, INT64_MIN_, Buf, buf_bytes, buf_free, buf_reserve, buf_view, get_view, int64_array,
-    kb_put_i16, kb_put_i32, kb_put_i64, kb_put_u32, kb_sub_ovf, put_sized,
+    INT32_MAX, INT64_MAX_, INT64_MIN_, Buf, bisect_right_i64, buf_bytes, buf_free, buf_reserve, buf_view, get_view,
+    int64_array, kb_put_i16, kb_put_i32, kb_put_i64, kb_put_u32, kb_sub_ovf, put_sized,
 )
 from migration.formats._ccompression cimport codec_compress
 from migration.formats._ccrc cimport crc32_of, crc32c_of
@@ -342,13 +342,7 @@ cdef class RewriteWalker(SegmentWalker):
 
     cdef int32_t _output_epoch(self, int64_t offset):
         """``RewriteSpec.leader_epoch``: the epoch whose start is the last one <= offset, else -1."""
-        cdef Py_ssize_t lo = 0, hi = self.n_out_epochs, mid
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if offset < self.out_epoch_start[mid]:
-                hi = mid
-            else:
-                lo = mid + 1
+        cdef Py_ssize_t lo = bisect_right_i64(self.out_epoch_start, self.n_out_epochs, offset)
         return <int32_t>self.out_epoch[lo - 1] if lo else -1
 
     def open_output(self, base_offset, valid_bytes, last_index_entry, max_timestamp, offset_of_max_timestamp,
