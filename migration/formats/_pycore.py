@@ -25,16 +25,21 @@ from migration.formats.layout import (
     KEY_SIZE_LENGTH,
     KEY_SIZE_OFFSET_V0,
     KEY_SIZE_OFFSET_V1,
-    LEGACY_MAGIC_OFFSET,
-    LEGACY_TIMESTAMP_OFFSET,
+    LEGACY_CODEC_MASK,
+    LEGACY_MAGIC_AT,
     MAGIC_LENGTH,
     PARTITION_LEADER_EPOCH_LENGTH,
     RECORD_OVERHEAD_V0,
     RECORD_OVERHEAD_V1,
+    SAFE_DELTA,
     SIZE_OFFSET,
+    V0_KEY_LENGTH_AT,
+    V1_KEY_LENGTH_AT,
     V1_MINUS_V0_SIZE,
+    V1_TIMESTAMP_AT,
     VALUE_SIZE_LENGTH,
 )
+from migration.formats.layout import V2_TIMESTAMP_TYPE_MASK as TIMESTAMP_TYPE_MASK
 from migration.formats.model import (
     LOG_OVERHEAD,
     MAGIC_V1,
@@ -56,9 +61,6 @@ ScanEntry = tuple[int, int, int, int, int, int, int]
 
 INT32_MAX = 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-# Offset deltas are varints of at most 5 bytes (|delta| <= 2**34); a timestamp delta (varlong)
-# or a base this close to the int64 limits may leave int64: only the careful decoder handles them.
-SAFE_DELTA = 2**34
 
 # v0/v1 (docs/formats.md §1.2)
 _ENTRY_HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
@@ -66,17 +68,13 @@ _ENTRY_PREFIX_CRC = struct.Struct(">qiI")  # offset, size, crc
 _V1_MAGIC_ATTR_TS = struct.Struct(">bbq")  # what a v1 message adds before its key length
 _TIMESTAMP = struct.Struct(">q")
 _I32 = struct.Struct(">i")
-LEGACY_CODEC_MASK = 0x07
-# Positions in a v0/v1 log entry: the message starts after LOG_OVERHEAD.
-CRC_FROM = LOG_OVERHEAD + LEGACY_MAGIC_OFFSET  # the CRC covers [magic, end of message)
-V1_TIMESTAMP_AT = LOG_OVERHEAD + LEGACY_TIMESTAMP_OFFSET  # a v1 message's timestamp
-KEY_LENGTH_AT = {0: LOG_OVERHEAD + KEY_SIZE_OFFSET_V0, 1: LOG_OVERHEAD + KEY_SIZE_OFFSET_V1}  # by magic
+CRC_FROM = LEGACY_MAGIC_AT  # the CRC covers [magic, end of message)
+KEY_LENGTH_AT = {0: V0_KEY_LENGTH_AT, 1: V1_KEY_LENGTH_AT}  # by magic
 
 # v2 (docs/formats.md §2.1)
 _HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count (40 bytes)
 _PREFIX = struct.Struct(">qiib")  # base offset, length, leader epoch, magic
 _CRC = struct.Struct(">I")
-TIMESTAMP_TYPE_MASK = 0x08
 
 
 def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int:

@@ -33,7 +33,6 @@ from typing import ClassVar
 from migration.formats import compression as codecs
 from migration.formats import core
 from migration.formats._protocols import Buffer
-from migration.formats._pycore import SAFE_DELTA
 from migration.formats._pycore import encode_record as encode_record  # public here, one definition
 from migration.formats.digest import key_value_tail, record_head
 from migration.formats.errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, TruncatedError
@@ -48,6 +47,9 @@ from migration.formats.layout import (  # CRC_OFFSET .. RECORD_BATCH_OVERHEAD: p
     PARTITION_LEADER_EPOCH_LENGTH,
     RECORD_BATCH_OVERHEAD,
     RECORDS_COUNT_OFFSET,
+    SAFE_DELTA,
+    V2_CODEC_MASK,
+    V2_TIMESTAMP_TYPE_MASK,
 )
 from migration.formats.model import (
     LOG_OVERHEAD,
@@ -64,8 +66,8 @@ from migration.formats.model import (
 )
 from migration.formats.varint import decode_varint_slow, read_varint
 
-COMPRESSION_CODEC_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
+COMPRESSION_CODEC_MASK = V2_CODEC_MASK
+TIMESTAMP_TYPE_MASK = V2_TIMESTAMP_TYPE_MASK
 TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
