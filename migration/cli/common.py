@@ -311,9 +311,9 @@ _UPGRADE_STEP = r"-upgrade-b\d+"
 
 
 def _is_run_dir(run_id: str) -> bool:
-    from migration.settings import runs_dir
+    from migration.runtime.runs import RunDir
 
-    return bool(_RUN_ID.match(run_id)) and (runs_dir() / run_id).is_dir()
+    return bool(_RUN_ID.match(run_id)) and RunDir.path_of(run_id).is_dir()
 
 
 def dag_run_upgrade_steps(dag_run_id: str) -> list[str]:

@@ -47,9 +47,9 @@ def _ignore(done: int, total: int, result: dict[str, Any]) -> None:
 
 def spark_log_path(run_id: str) -> Path:
     """Where a run started from the shell keeps Spark's own output: in its run directory."""
-    from migration.settings import runs_dir
+    from migration.runtime.runs import RunDir
 
-    return runs_dir() / run_id / "spark.log"
+    return RunDir.path_of(run_id) / "spark.log"
 
 
 @contextlib.contextmanager

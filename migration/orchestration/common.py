@@ -140,9 +140,7 @@ def record_step_failure(application_args: list[str], failure: StepFailure) -> No
 
 
 def step_failure(run_id: str) -> StepFailure | None:
-    from migration.settings import runs_dir
-
-    path = runs_dir() / run_id / STEP_FAILURE
+    path = RunDir.path_of(run_id) / STEP_FAILURE
     try:
         return StepFailure.model_validate_json(path.read_bytes())
     except (OSError, ValueError):

@@ -24,7 +24,6 @@ from migration.orchestration.common import (
 )
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused
-from migration.settings import runs_dir
 
 VERIFY_MARKER = "verify.json"
 ROLLBACK_MARKER = "rollback.json"
@@ -194,7 +193,7 @@ def rollback_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[
     """Restore the broker's originals (a no-op when nothing was changed)."""
 
     rid = broker_run_id(dag_run_id, broker_id)
-    if not (runs_dir() / rid / "job.json").exists():
+    if not (RunDir.path_of(rid) / "job.json").exists():
         from migration.runtime.airflow_adapter import skip_task  # lazy: Airflow only in its tasks
 
         skip_task(f"nothing to roll back: broker {broker_id}'s upgrade never started (run {rid} planned no job)")

@@ -59,14 +59,19 @@ DONE_FILES = {"rollback": "rolled-back.json", "commit": "committed.json"}
 class RunDir:
     def __init__(self, run_id: str, root: str | os.PathLike[str] | None = None) -> None:
         self.run_id = run_id
-        self.path = Path(root) if root is not None else runs_dir() / run_id
+        self.path = self.path_of(run_id, root)
         durable_mkdir(self.path)  # runs/ and the run dir's own name survive a power cut too
+
+    @staticmethod
+    def path_of(run_id: str, root: str | os.PathLike[str] | None = None) -> Path:
+        """Where the run's directory is: ``root`` when given, else under the home's runs/."""
+        return Path(root) if root is not None else runs_dir() / run_id
 
     @classmethod
     def existing(cls, run_id: str, root: str | os.PathLike[str] | None = None) -> Self | None:
         """The run's directory when it exists, else None (a ``RunDir`` creates its directory:
         a rollback or a commit of an unknown run must not)."""
-        path = Path(root) if root is not None else runs_dir() / run_id
+        path = cls.path_of(run_id, root)
         if not path.is_dir():
             return None
         rd = cls.__new__(cls)

@@ -77,7 +77,7 @@ from migration.runtime.engine import Progress, UnitKind, get_engine, unit_kinds
 from migration.runtime.faults import fault_point
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused, RunLock, check_not_live, holding_locks
-from migration.settings import default_backup_root, runs_dir
+from migration.settings import default_backup_root
 
 JSONL_NAME = "remote-log-segment-metadata.jsonl"
 UNIT_KINDS = unit_kinds(UnitKind(UNIT_KIND, PartitionParams, run_unit))
@@ -252,7 +252,7 @@ def rollback_tier_run(run_id: str, *, backup_root: str | None = None) -> RunRepo
     on disk. ``backup_root``: where the run kept its backups (default: the root its job names,
     else the default backup root)."""
     report_id = new_run_id(RunKind.ROLLBACK)
-    run_path = runs_dir() / run_id
+    run_path = RunDir.path_of(run_id)
     rd = RunDir.existing(run_id)
     opts = _job_options(rd)
     root = Path(backup_root).resolve() if backup_root else (
