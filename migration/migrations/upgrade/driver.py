@@ -68,7 +68,7 @@ from migration.runtime.safety import (
     check_not_live,
     holding_locks,
 )
-from migration.settings import default_backup_root, runs_dir
+from migration.settings import default_backup_root
 
 __all__ = [
     "Refused",
@@ -220,15 +220,14 @@ def rollback_run(run_id: str, *, backup_root: str | None = None) -> RunReport:
     directory (job, journals), the backup manifests under ``backup_root`` (default: the
     default backup root) say what to restore."""
     report_id = new_run_id(RunKind.ROLLBACK)
-    run_path = runs_dir() / run_id
+    run_path = RunDir.path_of(run_id)
     rd = RunDir.existing(run_id)
-    done = _finished(run_id, RunKind.ROLLBACK, rd)
+    done, committed = _finished(run_id, rd)
     if done is not None:
         # Idempotent: the originals went back then; restoring again could undo what Kafka wrote since.
         return notice_report(RunKind.ROLLBACK, report_id, {"upgrade_run_id": run_id},
                              f"run {run_id} already rolled back on {done}: nothing to do",
                              code=FindingCode.ALREADY_ROLLED_BACK)
-    committed = _finished(run_id, RunKind.COMMIT, rd)
     if committed is not None:
         return refused_report(RunKind.ROLLBACK, report_id, f"run {run_id} already committed on {committed}: its "
                               "backups were dropped then, nothing to roll back from", {"upgrade_run_id": run_id})
@@ -303,18 +302,22 @@ def _record_event(run_id: str, report: RunReport, summary: str) -> None:
         rd.mark_done(report.kind, report_id=report.run_id, at=report.finished_at or report.started_at, summary=summary)
 
 
-def _finished(run_id: str, kind: RunKind, rd: RunDir | None) -> str | None:
-    """When (and by which report) a rollback or commit of ``run_id`` went through, as
-    "<time> UTC (report <id>)"; None when none did. From the run directory's mark, else the
-    run's report's events (the run directory may be lost)."""
-    done = rd.done_at(kind) if rd is not None else None
-    if done is not None:
-        return done
-    try:
-        event = ReportStore().load(run_id).last_event(kind)
-    except (ReportNotFound, InvalidRunId, OSError, ValueError):
-        return None
-    return None if event is None else f"{event.at:%Y-%m-%d %H:%M:%S} UTC (report {event.run_id})"
+def _finished(run_id: str, rd: RunDir | None) -> tuple[str | None, str | None]:
+    """When (and by which report) a rollback and a commit of ``run_id`` went through, each as
+    "<time> UTC (report <id>)", None where none did. From the run directory's marks, else the
+    run's report's events (the run directory may be lost), the report read at most once."""
+    kinds = (RunKind.ROLLBACK, RunKind.COMMIT)
+    marks = {k: rd.done_at(k) if rd is not None else None for k in kinds}
+    if None in marks.values():
+        try:
+            report: RunReport | None = ReportStore().load(run_id)
+        except (ReportNotFound, InvalidRunId, OSError, ValueError):
+            report = None
+        for k in kinds:
+            event = report.last_event(k) if report is not None and marks[k] is None else None
+            if event is not None:
+                marks[k] = f"{event.at:%Y-%m-%d %H:%M:%S} UTC (report {event.run_id})"
+    return marks[RunKind.ROLLBACK], marks[RunKind.COMMIT]
 
 
 def _restore_epochs(report: RunReport, units: list[Unit], backup_root: str, run_id: str) -> None:
@@ -344,8 +347,7 @@ def commit_run(run_id: str) -> RunReport:
     params: dict[str, Any] = {"upgrade_run_id": run_id}
     if rd is None or not rd.job_path.exists():
         return refused_report(RunKind.COMMIT, report_id, f"no upgrade job for run {run_id}", params)
-    rolled_back = _finished(run_id, RunKind.ROLLBACK, rd)
-    committed = _finished(run_id, RunKind.COMMIT, rd)
+    rolled_back, committed = _finished(run_id, rd)
     if rolled_back is not None or committed is not None:
         return notice_report(RunKind.COMMIT, report_id, params,
                              f"nothing to commit: run {run_id} was rolled back on {rolled_back}"
