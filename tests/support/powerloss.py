@@ -1283,7 +1283,7 @@ def assert_no_failures(recording: Recording, states: Sequence[CrashState], judge
                        title: str) -> None:
     """Every state judged; none may fail (the report of every failure otherwise)."""
     t0 = time.monotonic()
-    failures = judge_states(recording, states, judge)
+    failures = list(iter_failures(states, judge))
     print(f"{title}: {len(recording.ops)} operations, {len(states)} states judged in {time.monotonic() - t0:.1f}s, "
           f"{len(failures)} fail")
     assert not failures, report(recording, failures, len(states), title=title)
@@ -1354,17 +1354,6 @@ def iter_failures(states: Iterable[CrashState], judge: Callable[[CrashState], li
             what = [JUDGE_RAISED + "\n" + "".join(traceback.format_exc().splitlines(True)[-12:])]
         if what:
             yield Failure(st, what)
-
-
-def judge_states(recording: Recording, states: Iterable[CrashState], judge: Callable[[CrashState], list[str]],
-                 *, stop_at_first: bool = False) -> list[Failure]:
-    """Every failing state (``iter_failures``), or the first only."""
-    failures = []
-    for f in iter_failures(states, judge):
-        failures.append(f)
-        if stop_at_first:
-            break
-    return failures
 
 
 def report(recording: Recording, failures: list[Failure], judged: int, *, title: str, limit: int = 40) -> str:
