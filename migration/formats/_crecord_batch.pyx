@@ -17,7 +17,7 @@ from migration.formats._cbytes cimport (
 )
 from migration.formats._ccrc cimport crc32c_of
 from migration.formats._clayout cimport *
-from migration.formats._cvarint cimport put_varint, put_varint_sized, rd_varint, varint_size
+from migration.formats._cvarint cimport put_varint, put_varint_sized, rd_sized, rd_varint, varint_size
 
 from migration.formats import _pycore as _py
 from migration.formats.model import Record
@@ -53,23 +53,7 @@ cdef int walk_v2(const unsigned char *d, Py_ssize_t end, int64_t count, int64_t 
             return 0
         if kb_add_ovf(base_offset, off_delta, &offset):
             return 0
-        if not rd_varint(d, &pos, rec_end, 5, &klen):
-            return 0
-        kstart = pos
-        if klen >= 0:
-            if klen >= rec_end - pos:
-                return 0
-            pos += klen
-        elif klen != -1 or pos >= rec_end:
-            return 0
-        if not rd_varint(d, &pos, rec_end, 5, &vlen):
-            return 0
-        vstart = pos
-        if vlen >= 0:
-            if vlen >= rec_end - pos:
-                return 0
-            pos += vlen
-        elif vlen != -1 or pos >= rec_end:
+        if not rd_sized(d, &pos, rec_end, &klen, &kstart) or not rd_sized(d, &pos, rec_end, &vlen, &vstart):
             return 0
         nb = d[pos]  # header count: one byte in the regular case
         pos += 1

@@ -37,6 +37,22 @@ cdef inline int rd_varint(const unsigned char *d, Py_ssize_t *pos, Py_ssize_t li
     return 0
 
 
+cdef inline int rd_sized(const unsigned char *d, Py_ssize_t *pos, Py_ssize_t rec_end, int64_t *length,
+                         Py_ssize_t *start) noexcept nogil:
+    """A record's key or value (docs/formats.md §2.4): its length varint (-1: null) and its
+    bytes, skipped, from ``start``; 1, or 0 when irregular: the bytes leave the record, or no
+    byte of the record follows them (the next field's)."""
+    if not rd_varint(d, pos, rec_end, 5, length):
+        return 0
+    start[0] = pos[0]
+    if length[0] >= 0:
+        if length[0] >= rec_end - pos[0]:
+            return 0
+        pos[0] += length[0]
+    elif length[0] != -1 or pos[0] >= rec_end:
+        return 0
+    return 1
+
 cdef inline int varint_size(int64_t n) noexcept nogil:
     cdef uint64_t u = (<uint64_t>n << 1) ^ <uint64_t>(n >> 63)
     cdef int size = 1
