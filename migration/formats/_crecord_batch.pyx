@@ -17,7 +17,7 @@ from migration.formats._cbytes cimport (
 )
 from migration.formats._ccrc cimport crc32c_of
 from migration.formats._clayout cimport *
-from migration.formats._cvarint cimport put_varint, put_varint_sized, rd_sized, rd_varint, varint_size
+from migration.formats._cvarint cimport put_varint, put_varint_sized, rd_length, rd_sized, rd_varint, varint_size
 
 from migration.formats import _pycore as _py
 from migration.formats.model import Record
@@ -39,9 +39,7 @@ cdef int walk_v2(const unsigned char *d, Py_ssize_t end, int64_t count, int64_t 
     i = 0
     while i < count:
         i += 1
-        if not rd_varint(d, &pos, end, 5, &length):
-            return 0
-        if length < 0 or length > end - pos:
+        if not rd_length(d, &pos, end, 0, &length):
             return 0
         rec_end = pos + length
         pos += 1  # record attributes, unused
@@ -74,18 +72,14 @@ cdef int walk_v2(const unsigned char *d, Py_ssize_t end, int64_t count, int64_t 
         h = 0
         while h < nheaders:
             h += 1
-            if not rd_varint(d, &pos, rec_end, 5, &hklen):
-                return 0
-            if hklen < 0 or hklen > rec_end - pos:
+            if not rd_length(d, &pos, rec_end, 0, &hklen):
                 return 0
             # Keys are str in a Record; utf-8 with surrogateescape round-trips any bytes,
             # so the raw key bytes are its canonical encoding.
             if out != NULL and buf_put_sized(out, d + pos, hklen) < 0:
                 return -1
             pos += hklen
-            if not rd_varint(d, &pos, rec_end, 5, &hvlen):
-                return 0
-            if hvlen < -1 or hvlen > rec_end - pos:  # -1: a null value (docs/formats.md §2.5)
+            if not rd_length(d, &pos, rec_end, -1, &hvlen):  # -1: a null value (docs/formats.md §2.5)
                 return 0
             if out != NULL and buf_put_sized(out, d + pos, hvlen) < 0:
                 return -1

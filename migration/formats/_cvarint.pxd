@@ -37,6 +37,14 @@ cdef inline int rd_varint(const unsigned char *d, Py_ssize_t *pos, Py_ssize_t li
     return 0
 
 
+cdef inline int rd_length(const unsigned char *d, Py_ssize_t *pos, Py_ssize_t limit, int64_t lowest,
+                          int64_t *length) noexcept nogil:
+    """A length varint from ``lowest`` (0, or -1 where null is allowed) up to the bytes left
+    before ``limit``: 1, or 0 when irregular."""
+    if not rd_varint(d, pos, limit, 5, length):
+        return 0
+    return lowest <= length[0] <= limit - pos[0]
+
 cdef inline int rd_sized(const unsigned char *d, Py_ssize_t *pos, Py_ssize_t rec_end, int64_t *length,
                          Py_ssize_t *start) noexcept nogil:
     """A record's key or value (docs/formats.md §2.4): its length varint (-1: null) and its
