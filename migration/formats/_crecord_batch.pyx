@@ -106,6 +106,20 @@ cdef int walk_v2(const unsigned char *d, Py_ssize_t end, int64_t count, int64_t 
     return 1
 
 
+cdef int _walk_args(object start, object end, object count, object base_offset, object base_timestamp,
+                    Py_ssize_t *s, Py_ssize_t *e, int64_t *cnt, int64_t *boff, int64_t *bts) except -1:
+    """A walk's arguments as C values: 1, or 0 when one does not fit (the reference decides)."""
+    try:
+        s[0] = start
+        e[0] = end
+        cnt[0] = count
+        boff[0] = base_offset
+        bts[0] = base_timestamp
+    except OverflowError:
+        return 0
+    return 1
+
+
 def digest_v2(buf, start, end, count, base_offset, base_timestamp, lat, list parts, list stamps):
     """See ``_pycore.digest_v2``; appends one piece for the whole batch, nothing when irregular."""
     cdef Py_buffer v
@@ -115,12 +129,9 @@ def digest_v2(buf, start, end, count, base_offset, base_timestamp, lat, list par
     cdef Buf out = Buf(NULL, 0, 0)
     cdef Buf ts = Buf(NULL, 0, 0)
     cdef int64_t *tsp
+    if not _walk_args(start, end, count, base_offset, base_timestamp, &s, &e, &cnt, &boff, &bts):
+        return _py.digest_v2(buf, start, end, count, base_offset, base_timestamp, lat, parts, stamps)
     try:
-        s = start
-        e = end
-        cnt = count
-        boff = base_offset
-        bts = base_timestamp
         if lat is not None:
             lat_v = lat
     except OverflowError:
@@ -154,13 +165,7 @@ def check_v2(buf, start, end, count, base_offset, base_timestamp):
     cdef Py_ssize_t s, e, nrec = 0
     cdef int64_t cnt, boff, bts, first = 0, last = 0
     cdef int rc
-    try:
-        s = start
-        e = end
-        cnt = count
-        boff = base_offset
-        bts = base_timestamp
-    except OverflowError:
+    if not _walk_args(start, end, count, base_offset, base_timestamp, &s, &e, &cnt, &boff, &bts):
         return _py.check_v2(buf, start, end, count, base_offset, base_timestamp)
     get_view(buf, &v)
     try:
