@@ -305,36 +305,11 @@ def tier_rollback_lines(report: RunReport) -> list[str]:
 
 # ---------------------------------------------------------------- DAG run ids
 
-# A DAG step's run id is its DAG run id made a run id (orchestration's run_id_for), then the step
-# and the broker: "<base>-upgrade-b2" (migration/orchestration/upgrade_rollout.py broker_run_id).
-_UPGRADE_STEP = r"-upgrade-b\d+"
-
 
 def _is_run_dir(run_id: str) -> bool:
     from migration.runtime.runs import RunDir
 
     return bool(_RUN_ID.match(run_id)) and RunDir.path_of(run_id).is_dir()
-
-
-def dag_run_upgrade_steps(dag_run_id: str) -> list[str]:
-    """The upgrade step runs of Airflow DAG run ``dag_run_id`` in this home, in the order they
-    were planned (canary first); [] when it is no DAG run id with such steps here."""
-    from migration.orchestration.common import run_id_for
-    from migration.settings import runs_dir
-
-    try:
-        base = run_id_for(dag_run_id)
-    except ValueError:
-        return []
-    step = re.compile(re.escape(base) + _UPGRADE_STEP)
-    runs = runs_dir()
-    found = [p for p in runs.iterdir() if p.is_dir() and step.fullmatch(p.name)] if runs.is_dir() else []
-
-    def planned(p: Path) -> tuple[int, str]:
-        job = p / "job.json"
-        return (job if job.is_file() else p).stat().st_mtime_ns, p.name
-
-    return [p.name for p in sorted(found, key=planned)]
 
 
 def rollback_dag_run(run_id: str, backup_root: Path | None) -> None:
@@ -343,7 +318,9 @@ def rollback_dag_run(run_id: str, backup_root: Path | None) -> None:
     exit with the worst exit code. Does nothing otherwise (the caller goes on with a run id)."""
     if _is_run_dir(run_id):
         return
-    steps = dag_run_upgrade_steps(run_id)
+    from migration.orchestration.upgrade_rollout import upgrade_step_runs
+
+    steps = upgrade_step_runs(run_id)
     if not steps:
         return
     from migration.migrations.upgrade.driver import rollback_run

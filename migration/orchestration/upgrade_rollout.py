@@ -4,7 +4,9 @@ the DAG run id, so a retried Airflow task recomputes the same run ids and files.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -24,6 +26,7 @@ from migration.orchestration.common import (
 )
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused
+from migration.settings import runs_dir
 
 VERIFY_MARKER = "verify.json"
 ROLLBACK_MARKER = "rollback.json"
@@ -94,7 +97,28 @@ def plan_step(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def broker_run_id(dag_run_id: str, broker_id: int) -> str:
+    """The run id of DAG run ``dag_run_id``'s upgrade step on broker ``broker_id``:
+    ``<run_id_for(dag_run_id)>-upgrade-b<id>``, as :func:`upgrade_step_runs` finds it."""
     return run_id_for(dag_run_id, "upgrade", f"b{broker_id}")
+
+
+def upgrade_step_runs(dag_run_id: str) -> list[str]:
+    """The upgrade step runs (:func:`broker_run_id`) of Airflow DAG run ``dag_run_id`` in this
+    home, in the order they were planned (canary first); [] when it is no DAG run id with such
+    steps here."""
+    try:
+        base = run_id_for(dag_run_id)
+    except ValueError:
+        return []
+    step = re.compile(re.escape(base) + r"-upgrade-b\d+")
+    runs = runs_dir()
+    found = [p for p in runs.iterdir() if p.is_dir() and step.fullmatch(p.name)] if runs.is_dir() else []
+
+    def planned(p: Path) -> tuple[int, str]:
+        job = p / "job.json"
+        return (job if job.is_file() else p).stat().st_mtime_ns, p.name
+
+    return [p.name for p in sorted(found, key=planned)]
 
 
 def prepare_preflight_step(plan: RolloutPlan, dag_run_id: str) -> str:
