@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from migration.formats import compression as codecs
 from migration.formats import core
 from migration.formats._pycore import ScanEntry as ScanEntry  # public: what scan() lists
+from migration.formats.crc_checked import CrcChecked
 from migration.formats.errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, UnsupportedCodecError
 from migration.formats.layout import (
     KEY_SIZE_LENGTH,
@@ -63,7 +64,6 @@ from migration.formats.model import (
     Record,
     TimestampType,
 )
-from migration.formats.record_batch import CrcChecked
 
 # offset, size, crc, magic, attributes: what every legacy entry starts with (LOG_OVERHEAD + HEADER_SIZE_V0 bytes)
 _ENTRY_HEAD = struct.Struct(">qiIbb")

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from typing import ClassVar
 
 from migration.formats import compression as codecs
 from migration.formats import core
 from migration.formats._protocols import Buffer
 from migration.formats._pycore import encode_record as encode_record  # public here, one definition
+from migration.formats.crc_checked import CrcChecked
 from migration.formats.digest import key_value_tail, record_head
-from migration.formats.errors import CorruptRecordError, InvalidCrcError, KafkaFormatError, TruncatedError
+from migration.formats.errors import CorruptRecordError, KafkaFormatError, TruncatedError
 from migration.formats.layout import (  # CRC_OFFSET .. RECORD_BATCH_OVERHEAD: public here too
     ATTRIBUTES_LENGTH,
     ATTRIBUTES_OFFSET,
@@ -84,37 +84,6 @@ _HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. records count: [
 _PREFIX = struct.Struct(">qiib")  # base offset, length, leader epoch, magic
 _CRC = struct.Struct(">I")
 _LENGTH = struct.Struct(">i")
-
-
-class CrcChecked:
-    """The CRC check of both batch kinds, a v2 batch and a v0/v1 entry (``legacy.py``), as
-    Kafka's ``isValid`` / ``ensureValid`` (DefaultRecordBatch.java, AbstractLegacyRecordBatch.java):
-    ``compute_checksum`` against the stored ``crc``; a mismatch is an InvalidCrcError at the CRC
-    field (``CRC_AT`` bytes into the entry), named by ``_crc_mismatch``."""
-
-    __slots__ = ()
-    CRC_AT: ClassVar[int]
-    crc: int
-    position: int
-
-    def compute_checksum(self) -> int:
-        raise NotImplementedError
-
-    def _crc_mismatch(self) -> str:
-        raise NotImplementedError
-
-    def is_valid(self) -> bool:
-        return self.compute_checksum() == self.crc
-
-    def _ensure_crc(self) -> None:
-        actual = self.compute_checksum()
-        if actual != self.crc:
-            raise InvalidCrcError(
-                self._crc_mismatch(),
-                position=self.position + self.CRC_AT,
-                expected=f"{actual:#010x}",
-                found=f"{self.crc:#010x}",
-            )
 
 
 class RecordBatch(CrcChecked):
