@@ -70,10 +70,10 @@ def _write_if_changed(path: Path, text: str) -> None:
         path.write_text(text)
 
 
-def write_layout_modules(source: Path = LAYOUT_SOURCE) -> dict[str, int]:
+def write_layout_modules(source: Path = LAYOUT_SOURCE) -> None:
     """Write ``_clayout.pxd`` (every upper-case int of layout.py as a C constant) and
-    ``_clayout.pyx`` (the same as a dict under the same names) next to layout.py; returns the
-    constants. layout.py imports nothing, so it is read by path: the build needs no package."""
+    ``_clayout.pyx`` (the same as a dict under the same names) next to layout.py. layout.py
+    imports nothing, so it is read by path: the build needs no package."""
     constants = {k: v for k, v in runpy.run_path(str(source)).items()
                  if k.isupper() and isinstance(v, int) and not isinstance(v, bool)}
     small = {k: v for k, v in constants.items() if -INT32_MAX - 1 <= v <= INT32_MAX}
@@ -90,7 +90,6 @@ def write_layout_modules(source: Path = LAYOUT_SOURCE) -> dict[str, int]:
     pyx = [head, "LAYOUT = {\n"] + [f'    "{k}": {k},\n' for k in constants] + ["}\n"]
     _write_if_changed(source.with_name("_clayout.pxd"), "".join(pxd))
     _write_if_changed(source.with_name("_clayout.pyx"), "".join(pyx))
-    return constants
 
 
 def _extensions() -> list[Extension]:

@@ -45,6 +45,7 @@ cdef inline int rd_length(const unsigned char *d, Py_ssize_t *pos, Py_ssize_t li
         return 0
     return lowest <= length[0] <= limit - pos[0]
 
+
 cdef inline int rd_sized(const unsigned char *d, Py_ssize_t *pos, Py_ssize_t rec_end, int64_t *length,
                          Py_ssize_t *start) noexcept nogil:
     """A record's key or value (docs/formats.md §2.4): its length varint (-1: null) and its
@@ -60,6 +61,7 @@ cdef inline int rd_sized(const unsigned char *d, Py_ssize_t *pos, Py_ssize_t rec
     elif length[0] != -1 or pos[0] >= rec_end:
         return 0
     return 1
+
 
 cdef inline int varint_size(int64_t n) noexcept nogil:
     cdef uint64_t u = (<uint64_t>n << 1) ^ <uint64_t>(n >> 63)
