@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from migration.formats import names
 from migration.formats.errors import KafkaFormatError
+from migration.formats.fileio import durable_unlink
 from migration.logdir.findings import FindingCode
 from migration.logdir.model import Partition, scan_log_dir
 from migration.logdir.validate import ValidationResult, validate_segment
@@ -203,25 +204,54 @@ class _SegmentSurvey:
         return {int(k[1:]) for k in self.bytes_by_magic}
 
 
-def _leftovers(partition_dir: Path) -> list[str]:
-    """Files of an interrupted replacement. ``.deleted`` ones count too: Kafka deletes them at
-    startup, and while they are there a replacement may not have finished."""
-    return sorted(e.name for e in os.scandir(partition_dir)
-                  if e.name.endswith((names.CLEANED_FILE_SUFFIX, names.SWAP_FILE_SUFFIX, names.DELETED_FILE_SUFFIX)))
+def _leftovers(partition_dir: Path) -> tuple[list[str], list[str]]:
+    """Files of an interrupted replacement (``.cleaned``, ``.swap``), and ``.deleted`` files.
+    A ``.deleted`` file alone is a delete Kafka had not finished: retention and the cleaner
+    rename a segment so and remove it later, and a broker stopped cleanly leaves them behind
+    (Kafka 4.4 does); its log loader removes every one at startup (``LogLoader``)."""
+    staged: list[str] = []
+    deleted: list[str] = []
+    for e in os.scandir(partition_dir):
+        if e.name.endswith((names.CLEANED_FILE_SUFFIX, names.SWAP_FILE_SUFFIX)):
+            staged.append(e.name)
+        elif e.name.endswith(names.DELETED_FILE_SUFFIX):
+            deleted.append(e.name)
+    return sorted(staged), sorted(deleted)
 
 
-def _runs_in_flight(partition_dirs: set[str]) -> list[str]:
-    """Upgrade runs (in this tool's state directory) with a unit in flight in one of these
-    partition directories."""
-    found = set()
+def _settle_kafka_deletes(paths: list[str], *, dry_run: bool) -> list[str]:
+    """Kafka's pending deletes (``.deleted`` files where no replacement is in flight) go before
+    the run, as Kafka's loader would remove them at the next start: the run's replacements
+    rename segments to ``.deleted`` too, and a resume must find only its own. A dry run only
+    says so. Returns the run's warnings."""
+    if not paths:
+        return []
+    dirs = sorted({str(Path(p).parent) for p in paths})
+    listed = ", ".join(Path(p).name for p in paths[:5]) + (" ..." if len(paths) > 5 else "")
+    if dry_run:
+        return [f"{len(paths)} .deleted file(s) in {len(dirs)} partition dir(s), deletes Kafka had not "
+                f"finished ({listed}): the run removes them first, as Kafka's log loader would at startup"]
+    durable_unlink(*paths)
+    return [f"removed {len(paths)} .deleted file(s) in {len(dirs)} partition dir(s), deletes Kafka had not "
+            f"finished ({listed}), as Kafka's log loader would at startup"]
+
+
+def _in_flight() -> dict[str, set[str]]:
+    """Partition directory -> the upgrade runs (in this tool's state directory) with a unit in
+    flight there."""
+    found: dict[str, set[str]] = {}
     for jf in runs_dir().glob(f"*/{JOURNAL_DIR}/*.json"):
         try:
             j = UnitJournal.read(jf)
         except (OSError, ValueError):
             continue
-        if j.partition_dir in partition_dirs and j.state in IN_FLIGHT:
-            found.add(jf.parent.parent.name)
-    return sorted(found)
+        if j.state in IN_FLIGHT:
+            found.setdefault(j.partition_dir, set()).add(jf.parent.parent.name)
+    return found
+
+
+def _runs_in_flight(partition_dirs: set[str], in_flight: dict[str, set[str]]) -> list[str]:
+    return sorted(r for d in partition_dirs for r in in_flight.get(d, ()))
 
 
 def resume_command(log_dirs: list[str], target: str, run_id: str) -> str:
@@ -277,6 +307,8 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
     estimates: dict[str, int] = {}
     record_estimates: dict[str, int] = {}
     leftovers: list[str] = []
+    pending_deletes: list[str] = []
+    in_flight: dict[str, set[str]] | None = None
     for i, d in enumerate(dirs):
         ld = scan_log_dir(d, stats=False)
         bid = broker_id if broker_id is not None else (ld.node_id if ld.node_id is not None else -1)
@@ -290,10 +322,13 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                     broker_id=bid, topic=part.topic, partition=part.partition, path=str(pdir), bytes=part.size,
                     code="EXCLUDED", reason=f"topic excluded by the operator: {options.excluded_topics[part.topic]}"))
                 continue
-            left = _leftovers(pdir)
-            if left:
-                leftovers.extend(str(pdir / n) for n in left)
+            left, deleted = _leftovers(pdir)
+            if deleted and in_flight is None:
+                in_flight = _in_flight()  # read once, and only when there is a .deleted file
+            if left or (deleted and in_flight and str(pdir) in in_flight):
+                leftovers.extend(str(pdir / n) for n in left + deleted)
                 continue
+            pending_deletes.extend(str(pdir / n) for n in deleted)
             if options.assign_leader_epoch:
                 epoch_unit = _epoch_unit(bid, i, d, part, corrupt)
                 if epoch_unit is not None:
@@ -341,13 +376,14 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                                       index_repairs=[f"{Path(f.file or '').name}: {f.code}: {f.message}"
                                                      for f in index_findings]).model_dump(mode="json")))
     if leftovers:
-        owners = _runs_in_flight({str(Path(p).parent) for p in leftovers})
+        owners = _runs_in_flight({str(Path(p).parent) for p in leftovers}, in_flight or _in_flight())
         how = ("; ".join(f"they belong to run {r}: resume it with: {resume_command(dirs, options.target, r)} "
                          f"or roll it back with: kmigrate rollback {shlex.quote(r)}" for r in owners) if owners
                else f"no upgrade run in {runs_dir()} has work in flight there: start the broker once (Kafka's "
                     "log loader resolves them), stop it cleanly, and run again")
         raise Refused("leftover files of an interrupted segment replacement: " + ", ".join(leftovers[:5])
                       + (" ..." if len(leftovers) > 5 else "") + "; " + how)
+    warnings += _settle_kafka_deletes(pending_deletes, dry_run=options.dry_run)
     job_options = UpgradeJobOptions(**options.model_dump(exclude={"backup_root"}), backup_root=backup_root,
                                     run_id=run_id, run_dir=str(rd.path.resolve()),
                                     run_lock=run_lock(dirs, options.target, run_id))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import tree_state
-from kafka_loader import read_log_dir
+from kafka_loader import read_log_dir, read_log_dir_records
 from support.lock_holders import hold_lock
 
 from migration.audit.model import UnitStatus
@@ -197,15 +197,76 @@ def test_cli_exit_codes(sample_cluster, tmp_path) -> None:
     assert refused.returncode == 3 and "kmigrate upgrade: refused:" in refused.stderr, refused.stdout + refused.stderr
 
 
-@pytest.mark.parametrize("suffix", [".deleted", ".cleaned", ".swap"])
+@pytest.mark.parametrize("suffix", [".cleaned", ".swap"])
 def test_leftovers_of_an_interrupted_replacement_are_refused(sample_cluster, suffix) -> None:
-    """A .deleted file means a replacement may not have finished either: nothing is touched."""
+    """A .cleaned or .swap file is a replacement that did not finish: nothing is touched, not
+    even Kafka's pending deletes elsewhere in the log dir."""
     d = sample_cluster.broker_log_dirs[1]
     seg = _segment(d, "clicks-v1")
     leftover = seg.with_name(seg.name + suffix)
     leftover.write_bytes(seg.read_bytes())
+    other = _segment(d, "legacy-v0")
+    pending = other.with_name("00000000000000000000.log.deleted" if other.name != "00000000000000000000.log"
+                              else "00000000000000000000.index.deleted")
+    pending.write_bytes(b"retention's rename")
     before = tree_state(d)
     report = execute_upgrade([str(d)], options=UpgradeOptions(target="v2"), engine="inline", run_id="leftover")
     assert report.exit_code() == 3
     assert leftover.name in report.refusal and "start the broker once" in report.refusal
+    assert tree_state(d) == before
+
+
+def _pending_deletes(log_dir: Path) -> list[Path]:
+    """What a broker stopped cleanly leaves (Kafka 4.4 does): a segment retention renamed to
+    .deleted, with its indexes, at a base offset no live segment has."""
+    made = []
+    for prefix in ("legacy-v0", "clicks-v1"):
+        part = _segment(log_dir, prefix).parent
+        bases = {int(p.name.split(".")[0]) for p in part.glob("*.log")}
+        gone = next(o for o in range(1, 1 << 20) if o not in bases)
+        for suffix in (".log", ".index", ".timeindex"):
+            p = part / f"{gone:020d}{suffix}.deleted"
+            p.write_bytes(b"a segment retention deleted")
+            made.append(p)
+    return made
+
+
+def test_kafkas_pending_deletes_are_removed_first(sample_cluster) -> None:
+    """.deleted files where no replacement is in flight are deletes Kafka had not finished: a
+    dry run says the run removes them and changes nothing; the run removes them (durably) and
+    upgrades every segment, every record still there."""
+    d = sample_cluster.broker_log_dirs[1]
+    pending = _pending_deletes(d)
+    records_before = read_log_dir_records(d)
+    before = tree_state(d)
+    dry = execute_upgrade([str(d)], options=UpgradeOptions(target="v2", dry_run=True), engine="inline",
+                          run_id="pending-dry")
+    assert dry.exit_code() == 0 and tree_state(d) == before
+    assert any("the run removes them first" in w.message and f"{len(pending)} .deleted" in w.message
+               for w in dry.warnings), [w.message for w in dry.warnings]
+    report = execute_upgrade([str(d)], options=UpgradeOptions(target="v2"), engine="inline", run_id="pending")
+    assert report.exit_code() == 0, report.refusal
+    assert not any(p.exists() for p in pending)
+    assert any(f"removed {len(pending)} .deleted" in w.message for w in report.warnings)
+    assert read_log_dir_records(d) == records_before
+
+
+def test_deleted_files_of_a_run_in_flight_are_refused(sample_cluster) -> None:
+    """A .deleted file where a killed run has a unit in flight may be that run's: the run is
+    named (resume or roll back), nothing is touched."""
+    from migration.migrations.upgrade.journal import JournalState, UnitJournal, save_journal
+    from migration.runtime.runs import RunDir
+
+    d = sample_cluster.broker_log_dirs[1]
+    seg = _segment(d, "clicks-v1")
+    deleted = seg.with_name(seg.name + ".deleted")
+    deleted.write_bytes(seg.read_bytes())
+    rd = RunDir("killed-run")
+    rd.path.mkdir(parents=True, exist_ok=True)
+    save_journal(rd.path, UnitJournal(unit_id="u", partition_dir=str(seg.parent), log_file=seg.name,
+                                      base_offset=0, state=JournalState.STARTED))
+    before = tree_state(d)
+    report = execute_upgrade([str(d)], options=UpgradeOptions(target="v2"), engine="inline", run_id="after-kill")
+    assert report.exit_code() == 3
+    assert deleted.name in report.refusal and "kmigrate rollback killed-run" in report.refusal
     assert tree_state(d) == before
