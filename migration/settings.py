@@ -29,6 +29,7 @@ ENV_HOME = "KMIGRATE_HOME"
 ENV_OUT = "KMIGRATE_OUT"  # the earlier name of KMIGRATE_HOME, still read (after it)
 ENV_REPORT_ROOT = "KMIGRATE_REPORT_ROOT"
 ENV_BACKUP_ROOT = "KMIGRATE_BACKUP_ROOT"
+ENV_STAGE_ROOT = "KMIGRATE_STAGE_ROOT"
 ENV_SESSIONS_URL = "KMIGRATE_SESSIONS_URL"
 ENV_XDG_STATE_HOME = "XDG_STATE_HOME"
 ENV_PROJECT_ROOT = "KMIGRATE_PROJECT_ROOT"  # the checkout, for processes started elsewhere
@@ -39,11 +40,12 @@ LOCKS_DIR, BELIEFS_DIR, SESSIONS_DB = "locks", "beliefs", "sessions.sqlite"  # u
 # What a Spark executor or a spark-submit driver needs to see the driver's state: the home and
 # the overrides of its parts. Not the sessions URL: only drivers use the session store, and the
 # URL may hold a password, which has no business in a job file.
-STATE_ENV = (ENV_HOME, ENV_REPORT_ROOT, ENV_BACKUP_ROOT)
+STATE_ENV = (ENV_HOME, ENV_REPORT_ROOT, ENV_BACKUP_ROOT, ENV_STAGE_ROOT)
 # Airflow's names for the home (docs/operations.md): a config option and a Variable.
 AIRFLOW_SECTION, AIRFLOW_OPTION, AIRFLOW_VARIABLE = "kmigrate", "home", "kmigrate_home"
 # Beside a log dir, on its file system, when the home is on another one.
 BACKUPS_BESIDE_LOG_DIRS = ".kmigrate-backups"
+STAGES_BESIDE_LOG_DIRS = ".kmigrate-stages"
 
 # (where the value comes from, a function returning it or nothing): a home lookup of a host
 # application (Airflow), consulted after the environment.
@@ -231,16 +233,28 @@ def default_backup_root(log_dirs: Sequence[str | os.PathLike[str]] = ()) -> Path
     dir's name): ``<home>/backups`` when the home is on it, else ``.kmigrate-backups`` beside a
     log dir. With log dirs on several file systems, the place that links the most of them (the
     others' originals are copied: see ``check_backup_root``). Without log dirs, ``<home>/backups``."""
-    env = os.environ.get(ENV_BACKUP_ROOT)
+    return _on_log_dirs_file_system(ENV_BACKUP_ROOT, "backups", BACKUPS_BESIDE_LOG_DIRS, log_dirs)
+
+
+def default_stage_root(log_dirs: Sequence[str | os.PathLike[str]] = ()) -> Path:
+    """Where ``kmigrate upgrade --prestage`` stages converted segments: ``$KMIGRATE_STAGE_ROOT``;
+    else ``<home>/stages`` or ``.kmigrate-stages`` beside a log dir, chosen as the backup root is,
+    so that the stop window links staged files in (a rename's cost, never a copy)."""
+    return _on_log_dirs_file_system(ENV_STAGE_ROOT, "stages", STAGES_BESIDE_LOG_DIRS, log_dirs)
+
+
+def _on_log_dirs_file_system(env_name: str, in_home_name: str, beside_name: str,
+                             log_dirs: Sequence[str | os.PathLike[str]]) -> Path:
+    env = os.environ.get(env_name)
     if env:
         return Path(env).resolve()
-    in_home = home() / "backups"
+    in_home = home() / in_home_name
     if not log_dirs:
         return in_home.resolve()
     dirs = [Path(d).resolve() for d in log_dirs]
     devices = [device_of(d) for d in dirs]
     candidates = [in_home.resolve()]
-    candidates += [d.parent / BACKUPS_BESIDE_LOG_DIRS for d in dirs if d.parent != d]
+    candidates += [d.parent / beside_name for d in dirs if d.parent != d]
     best, best_links = candidates[0], -1
     for c in dict.fromkeys(candidates):
         if any(is_inside(c, d) for d in dirs) or not _creatable(c):

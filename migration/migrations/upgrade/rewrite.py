@@ -426,10 +426,12 @@ def add_walker_bytes(by_magic: dict[str, int], walker: Any) -> None:
             by_magic[_label(magic)] = by_magic.get(_label(magic), 0) + n
 
 
-def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> RewriteResult:
-    """Convert one segment into ``.cleaned`` output segments next to it (all fsynced, mtimes
-    of the input restored). On any error the ``.cleaned`` files written so far are removed
-    and the error is raised: the input is never touched.
+def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec, *,
+                    out_dir: str | os.PathLike[str] | None = None) -> RewriteResult:
+    """Convert one segment into ``.cleaned`` output segments next to it, or in ``out_dir`` (a
+    prestage's stage: upgrade/stage.py), all fsynced, mtimes of the input restored. On any
+    error the ``.cleaned`` files written so far are removed and the error is raised: the input
+    is never touched.
 
     On the compiled record core a :class:`SegmentWalker` takes runs of regular batches whole:
     it checks, digests, converts and indexes them in C exactly as the loop below does batch by
@@ -438,10 +440,11 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
     (tests/formats/test_core_differential.py)."""
     log_path = Path(log_path)
     directory = log_path.parent
+    out = Path(out_dir) if out_dir is not None else directory
     base = names.offset_from_file_name(log_path.name)
     st = log_path.stat()
     converter = Converter(spec)
-    writer = _SplittingWriter(directory, base, spec, st.st_mtime_ns)
+    writer = _SplittingWriter(out, base, spec, st.st_mtime_ns)
     digester = RecordDigester()
     by_magic: dict[str, int] = {}
     batches = 0
@@ -501,11 +504,11 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec) -> Rewr
         prefix = names.filename_prefix_from_offset(base)
         txn_path = directory / (prefix + names.TXN_INDEX_FILE_SUFFIX)
         if txn_path.exists():
-            _write_txn_indexes(directory, txn_path, outputs)
+            _write_txn_indexes(out, txn_path, outputs)
     except BaseException:
         writer.abort()
         for o in writer.outputs:
-            for p in cleaned_paths(directory, [o]):
+            for p in cleaned_paths(out, [o]):
                 p.unlink(missing_ok=True)
         raise
     return RewriteResult(
@@ -546,6 +549,18 @@ def digest_into(digester: RecordDigester, path: str | os.PathLike[str],
     if walker is not None:
         add_walker_bytes(by_magic, walker)
     return fr, by_magic
+
+
+def digest_outputs(directory: Path, outputs: list[OutputSegment]) -> RecordDigest:
+    """One digest over the ``.cleaned`` output segments in ``directory``, in offset order; every
+    batch is CRC-checked: the proof a rewrite's output holds its input's records."""
+    digester = RecordDigester()
+    for o in outputs:
+        path = directory / (o.files[0] + names.CLEANED_FILE_SUFFIX)
+        fr, _ = digest_into(digester, path, o.base_offset)
+        if fr.trailing_bytes:
+            raise TruncatedError("output segment has trailing bytes", path=str(path), position=fr.valid_bytes)
+    return digester.result()
 
 
 def digest_log(path: str | os.PathLike[str]) -> tuple[RecordDigest, dict[str, int]]:
