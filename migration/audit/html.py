@@ -513,6 +513,8 @@ def render_html(
         # The step reports that cover this broker (a rollout has one per broker).
         b["reports"] = [row for row in dag_run_reports
                         if row["role"] == ROLE_STEP and row["href"] and b["broker_id"] in row["broker_ids"]]
+        window = report.broker(b["broker_id"]).window
+        b["window_text"] = window.describe(b["broker_id"]) if window is not None else None
         brokers.append(b)
     problems = []
     for broker_id, topic, partition, unit in report.problem_units():

@@ -70,6 +70,7 @@ class RunKind(StrEnum):
     VALIDATE = "validate"
     INSPECT = "inspect"
     PLAN = "plan"
+    PRESTAGE = "upgrade-prestage"
 
 
 class UnitStatus(StrEnum):
@@ -296,9 +297,26 @@ class PartitionReport(_Model):
         return f"{self.topic}-{self.partition}"
 
 
+class StopWindow(_Model):
+    """An upgrade's stop window after a prestage (``kmigrate upgrade --stage``): how the broker's
+    segments were upgraded while it was down, and for how long it was."""
+
+    stage_id: str
+    swapped: NonNegativeInt = Field(description="Segments swapped in from the stage")
+    converted: NonNegativeInt = Field(description="Segments converted in the window (changed, or active, when staged)")
+    discarded: NonNegativeInt = Field(description="Staged segments not used: their original changed or is gone")
+    duration_s: NonNegativeFloat = Field(description="From the window run's start to its last unit's end")
+
+    def describe(self, broker_id: int) -> str:
+        return (f"broker {broker_id} stop window {self.duration_s:.1f} s: {self.swapped} segment(s) swapped in from "
+                f"stage {self.stage_id}, {self.converted} converted in the window, {self.discarded} staged "
+                "segment(s) discarded")
+
+
 class BrokerReport(_Derived):
     broker_id: int = Field(ge=-1, description="Broker / node id; -1 when not known")
     partitions: list[PartitionReport] = Field(default_factory=list)
+    window: StopWindow | None = Field(default=None, description="The stop window, for an upgrade after a prestage")
 
     @computed_field(description="Derived from the units; checked on load")  # type: ignore[prop-decorator]  # computed_field over @property: pydantic's documented form
     @property

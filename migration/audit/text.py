@@ -156,6 +156,8 @@ def print_summary(report: RunReport, console: Console | None = None) -> None:
                       f"'kmigrate report {report.run_id} --format text' shows every column)",
                       markup=False, highlight=False, style="dim")
     console.print(_figures_line(report), markup=False, highlight=False, soft_wrap=True)
+    for line in _window_lines(report):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     for line, clean in _steps(report):
         console.print(line, style=None if clean else "red", markup=False, highlight=False, soft_wrap=True)
     for line in _repair_lines(report):
@@ -172,6 +174,10 @@ REPAIR_CODES = frozenset({FindingCode.INDEX_REBUILT, FindingCode.ROLLBACK_REPAIR
 def _repair_lines(report: RunReport) -> list[str]:
     return [f"REPAIRED broker {broker_id} {topic}-{partition} {u.unit} ({w.code}): {w.message}"
             for broker_id, topic, partition, u in report.iter_units() for w in u.warnings if w.code in REPAIR_CODES]
+
+
+def _window_lines(report: RunReport) -> list[str]:
+    return [b.window.describe(b.broker_id) for b in report.brokers if b.window is not None]
 
 
 def _figures_line(report: RunReport) -> str:
@@ -290,6 +296,7 @@ def render_text(report: RunReport, *, detail: bool = False) -> str:
         lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip())
         if n == 0 or n == len(rows) - 2:
             lines.append("  ".join("-" * w for w in widths))
+    lines.extend(_window_lines(report))
     lines.extend(line for line, _ in _steps(report))
     lines.extend(_repair_lines(report))
     lines.extend(_problem_lines(report))

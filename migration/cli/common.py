@@ -80,10 +80,10 @@ def check_paths(command: str, paths: Iterable[str | os.PathLike[str]], need: Nee
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # audit/model.py RUN_ID_PATTERN
 
 
-def check_run_id(command: str, run_id: str | None) -> None:
+def check_run_id(command: str, run_id: str | None, option: str = "--run-id") -> None:
     """A run id names a directory of the home and a report: letters, digits, '.', '_', '-'."""
     if run_id is not None and not _RUN_ID.match(run_id):
-        raise usage_error(command, f"--run-id {run_id!r}: use up to 128 letters, digits, '.', '_' or '-', "
+        raise usage_error(command, f"{option} {run_id!r}: use up to 128 letters, digits, '.', '_' or '-', "
                                    "starting with a letter or digit")
 
 

@@ -41,8 +41,8 @@ def _refused_at_once(log_dirs: list[str], run_id: str, force: bool) -> bool:
 def upgrade(
     log_dirs: Annotated[list[Path], typer.Argument(help="Broker log dirs (stopped broker).", show_default=False)],
     # a plain value checked below, so that a wrong one is one line naming the valid ones
-    to_value: Annotated[str, typer.Option("--to", metavar="[v1|v2]", help="Target message format: v1 or v2.",
-                                          show_default=False)],
+    to_value: Annotated[str | None, typer.Option("--to", metavar="[v1|v2]", help="Target message format: v1 or v2 "
+                                                 "(required, but with --discard-stage).", show_default=False)] = None,
     engine: Annotated[EngineName, typer.Option("--engine", help=ENGINE_HELP)] = EngineName.SPARK,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan only: units, bytes, expected growth.")] = False,
     backup_root: Annotated[Path | None, typer.Option(help="Where originals are kept (outside every log dir).")
@@ -65,6 +65,21 @@ def upgrade(
         "--assign-leader-epoch", help="With --to v2: give data written before KIP-101 leader epoch 0 from the log "
         "start offset (leader-epoch-checkpoint and rewritten batches), so tiered storage can take it; rollback "
         "restores the checkpoint.")] = False,
+    prestage: Annotated[bool, typer.Option(
+        "--prestage", help="With the broker RUNNING: convert its closed segments into a stage (no lock taken, "
+        "nothing written in a log dir); --run-id names the stage. Then, with the broker stopped, swap them in "
+        "with --stage.")] = False,
+    stage: Annotated[str | None, typer.Option(
+        "--stage", help="The stop window: swap in the segments this prestage staged whose originals are "
+        "unchanged, convert the rest.")] = None,
+    stage_root: Annotated[Path | None, typer.Option(
+        help="Where stages live, on the log dirs' file system (default: beside the backups).")] = None,
+    budget: Annotated[int | None, typer.Option(
+        min=1, help="--prestage: bytes of segments one pass converts at most; the next pass carries on.")] = None,
+    io_rate: Annotated[int | None, typer.Option(
+        min=1, help="--prestage: bytes per second read plus written, at most.")] = None,
+    discard_stage: Annotated[str | None, typer.Option(
+        "--discard-stage", help="Remove a stage that will not be swapped in (safe at any time).")] = None,
 ) -> None:
     """Upgrade segments to message format v1 or v2, crash-safely, with backups and proof.
 
@@ -74,6 +89,15 @@ def upgrade(
     from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade
     from migration.migrations.upgrade.plan import resume_command
 
+    if discard_stage is not None:
+        _discard(log_dirs, discard_stage, stage_root)
+    if to_value is None:
+        from migration.cli.common import usage_error
+
+        raise usage_error("upgrade", "--to is required: v1 or v2")
+    if prestage and stage is not None:
+        raise typer.BadParameter("--prestage makes a stage, --stage swaps one in: one at a time",
+                                 param_hint="--stage")
     try:
         to = TargetFormat(to_value)
     except ValueError:
@@ -86,6 +110,15 @@ def upgrade(
                                  param_hint="--assign-leader-epoch")
     check_paths("upgrade", log_dirs, Need.BROKER_LOG_DIR)
     check_run_id("upgrade", run_id)
+    check_run_id("upgrade", stage, "--stage")
+    options = UpgradeOptions(target=to, stamp_v0_with_mtime=stamp_v0_with_mtime, force=force,
+                             dry_run=dry_run, backup_root=str(backup_root) if backup_root else None,
+                             segment_bytes=segment_bytes, max_message_bytes=max_message_bytes,
+                             assign_leader_epoch=assign_leader_epoch, stage=stage,
+                             stage_root=str(stage_root) if stage_root else None,
+                             excluded_topics=dict.fromkeys(exclude_topic or [], "excluded with --exclude-topic"))
+    if prestage:
+        _prestage(log_dirs, options, run_id or new_run_id(RunKind.PRESTAGE), budget, io_rate)
     run_id = run_id or new_run_id(RunKind.UPGRADE)
     if not dry_run and not _refused_at_once([str(d) for d in log_dirs], run_id, force):
         # said first, so that an operator whose run is killed knows what to type next (not for a
@@ -94,17 +127,41 @@ def upgrade(
             f"run {run_id}; if it is interrupted, resume it with: "
             f"{resume_command([str(d.resolve()) for d in log_dirs], to.value, run_id)} "
             f"or roll it back with: kmigrate rollback {run_id}", highlight=False, soft_wrap=True)
-    options = UpgradeOptions(target=to, stamp_v0_with_mtime=stamp_v0_with_mtime, force=force,
-                             dry_run=dry_run, backup_root=str(backup_root) if backup_root else None,
-                             segment_bytes=segment_bytes, max_message_bytes=max_message_bytes,
-                             assign_leader_epoch=assign_leader_epoch,
-                             excluded_topics=dict.fromkeys(exclude_topic or [], "excluded with --exclude-topic"))
     with engine_progress("upgrade", console, engine=engine.value, run_id=run_id,
                          notes=err_console) as progress:
         report = execute_upgrade([str(d) for d in log_dirs], options=options, engine=engine.value,
                                  run_id=run_id, master=master if engine is EngineName.SPARK else None,
                                  progress=progress)
     _show(report, "upgrade")
+
+
+def _prestage(log_dirs: list[Path], options: Any, stage_id: str, budget: int | None, io_rate: int | None
+              ) -> NoReturn:
+    from migration.migrations.upgrade.prestage import PrestageOptions, prestage_upgrade
+
+    err_console.print(f"stage {stage_id}: converting closed segments beside the running broker", highlight=False,
+                      soft_wrap=True)
+    report = prestage_upgrade([str(d) for d in log_dirs], options=PrestageOptions(
+        upgrade=options, stage_id=stage_id, stage_root=options.stage_root, budget=budget, io_rate=io_rate))
+    _show(report, "upgrade --prestage")
+
+
+def _discard(log_dirs: list[Path], stage_id: str, stage_root: Path | None) -> NoReturn:
+    from migration.migrations.upgrade.stage import Stage
+    from migration.settings import default_stage_root
+
+    check_run_id("upgrade", stage_id, "--discard-stage")
+    root = stage_root.resolve() if stage_root else default_stage_root([str(d) for d in log_dirs])
+    s = Stage(root, stage_id)
+    if not s.exists():
+        err_console.print(f"kmigrate upgrade: no stage {stage_id} in {root}: nothing to discard", highlight=False,
+                          soft_wrap=True)
+        raise typer.Exit(0)
+    entries = len(s.entries())
+    freed = s.discard()
+    console.print(f"stage {stage_id} discarded: {entries} staged segment(s), {freed:,} bytes freed", highlight=False,
+                  soft_wrap=True)
+    raise typer.Exit(0)
 
 
 def rollback(run_id: Annotated[str, typer.Argument(

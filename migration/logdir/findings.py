@@ -182,6 +182,12 @@ class FindingCode(StrEnum):
     ALREADY_STAGED = "ALREADY_STAGED", "the segment's objects are in the store already (staged by an earlier run)"
     ALREADY_ROLLED_BACK = "ALREADY_ROLLED_BACK", "the unit was rolled back already: nothing left to restore"
     NOT_CHANGED = "NOT_CHANGED", "the run never replaced the unit: nothing to restore or drop"
+    PRESTAGED = "PRESTAGED", (
+        "a closed segment converted into the stage while the broker ran: the stop window swaps it in")
+    PRESTAGE_KEPT = "PRESTAGE_KEPT", "staged by an earlier pass and unchanged since: kept as it is"
+    CHANGED_WHILE_STAGING = "CHANGED_WHILE_STAGING", (
+        "Kafka deleted, replaced or shortened the segment while it was staged: dropped from the stage (the stop "
+        "window converts it if it is still there)")
     OUTSIDE_BUDGET = "OUTSIDE_BUDGET", "partitions left for a later run: outside this run's byte or segment budget"
 
 

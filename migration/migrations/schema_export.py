@@ -18,6 +18,7 @@ from migration.migrations.unify.plan import UnifyPrepare
 from migration.migrations.upgrade.journal import UnitJournal
 from migration.migrations.upgrade.plan import UpgradePrepare
 from migration.migrations.upgrade.preflight import PreflightPrepare
+from migration.migrations.upgrade.stage import StagedSegment
 from migration.runtime.documents import JobDocument, ResultsDocument
 
 COMMAND = "python -m migration.migrations.schema_export"
@@ -34,6 +35,7 @@ RUN_DOCUMENTS: dict[str, type[BaseModel]] = {
     "backup-unit-manifest": UnitBackup,
     "backup-leader-epoch": EpochAssignment,
     "backup-tier-partition": PartitionBackup,
+    "upgrade-stage-manifest": StagedSegment,
 }
 ALL: dict[str, type[BaseModel]] = {**schema_export.SCHEMAS, **RUN_DOCUMENTS}
 

@@ -13,6 +13,7 @@ recorded result, half-done ones are finished from their journal (see :mod:`.upgr
 from __future__ import annotations
 
 import shlex
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from migration.audit.model import (
     RunKind,
     RunReport,
     RunStatus,
+    StopWindow,
     UnitResult,
     UnitStatus,
     UnitType,
@@ -48,10 +50,12 @@ from migration.migrations.upgrade.plan import (
     SegmentParams,
     UpgradePlan,
     UpgradePrepare,
+    WindowRecord,
     load_plan,
     prepare_upgrade,
     run_lock,
 )
+from migration.migrations.upgrade.stage import Stage
 from migration.migrations.upgrade.unit import (
     epoch_backup_dir,
     rollback_unit,
@@ -156,6 +160,8 @@ def finalize_upgrade(run_id: str, *, engine: str | None = None, plan: UpgradePla
             unit=bad.unit, path=bad.path, status=UnitStatus.FAILED, bytes_before=bad.bytes,
             errors=[Finding(file=bad.file, position=bad.position, code=FindingCode.of(bad.code),
                             message=f"corrupt segment, not rewritten: {bad.message}")]), track_progress=False)
+    if prep.window is not None and not dry_run:
+        _add_window(report, units, results, prep.window)
     if dry_run:
         growth = sum(prep.estimates.values()) - sum(u.size for u in units)
         segments = [u for u in units if u.kind == UNIT_KIND]
@@ -169,11 +175,29 @@ def finalize_upgrade(run_id: str, *, engine: str | None = None, plan: UpgradePla
     return report
 
 
+def _add_window(report: RunReport, units: list[Unit], results: dict[Any, dict[str, Any]], w: WindowRecord) -> None:
+    """Each broker's stop window: its segments swapped from the stage or converted in the run,
+    the staged ones left unused, and the window's duration."""
+    counts: dict[int, list[int]] = {}
+    for u in units:
+        r = results.get(u.id)
+        if u.kind == UNIT_KIND and r is not None:
+            counts.setdefault(u.broker_id, [0, 0, 0])[0 if r.get("from_stage") else 1] += 1
+    broker_of_dir = {u.log_dir: u.broker_id for u in units}
+    only = report.brokers[0].broker_id if len(report.brokers) == 1 else -1
+    for d, n in w.discarded.items():
+        counts.setdefault(broker_of_dir.get(d, only), [0, 0, 0])[2] += n
+    for broker_id, (swapped, converted, discarded) in sorted(counts.items()):
+        report.broker(broker_id).window = StopWindow(stage_id=w.stage_id, swapped=swapped, converted=converted,
+                                                     discarded=discarded, duration_s=w.duration_s)
+
+
 def execute_upgrade(log_dirs: list[str], *, options: UpgradeOptions, engine: str = "inline",
                     run_id: str | None = None, master: str | None = None, spark: Any = None,
                     broker_id: int | None = None, progress: Progress | None = None) -> RunReport:
     """prepare -> hold the log dir locks -> run the units on ``engine`` -> finalize."""
     run_id = run_id or new_run_id(RunKind.UPGRADE)
+    window_start = time.monotonic()
     try:
         plan = prepare_upgrade(log_dirs, run_id=run_id, options=options, broker_id=broker_id)
     except Refused as exc:
@@ -195,7 +219,33 @@ def execute_upgrade(log_dirs: list[str], *, options: UpgradeOptions, engine: str
         plan.run_dir.write_prepare(plan.prepare)
         return finalize_upgrade(run_id, engine=engine, plan=plan)
     plan.run_dir.write_results(results)
+    if opts.stage is not None and opts.stage_root is not None:
+        plan.prepare.window = _close_window(Stage(opts.stage_root, opts.stage), plan.units, dirs, results,
+                                            time.monotonic() - window_start)
+        plan.run_dir.write_prepare(plan.prepare)
     return finalize_upgrade(run_id, engine=engine, plan=plan)
+
+
+def _close_window(stage: Stage, units: list[Unit], log_dirs: list[str], results: list[dict[str, Any]],
+                  duration_s: float) -> WindowRecord:
+    """After the window's units: the stage's segments of these log dirs are dropped (those
+    swapped in live on in the log dir under their own names; the rest are of no use now: their
+    original changed or is gone, or their unit failed), and the stage too once nothing of it is
+    left."""
+    from_stage = {r.get("unit_id") for r in results if r.get("from_stage")}
+    swapped = {(p.partition_dir, p.base_offset) for u in units if u.id in from_stage
+               for p in [SegmentParams.model_validate(u.params)]}
+    discarded: dict[str, int] = {}
+    for e in stage.entries():
+        d = next((d for d in log_dirs if Path(e.partition_dir).is_relative_to(d)), None)
+        if d is None:
+            continue  # another broker's, staged under the same id
+        if (e.partition_dir, e.base_offset) not in swapped:
+            discarded[d] = discarded.get(d, 0) + 1
+        stage.drop(e.partition_dir, e.base_offset)
+    if not stage.entries():
+        stage.discard()
+    return WindowRecord(stage_id=stage.stage_id, duration_s=duration_s, discarded=discarded)
 
 
 def _units_from_backups(run_id: str, backup_root: str) -> list[Unit]:

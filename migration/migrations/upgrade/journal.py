@@ -53,9 +53,9 @@ class UnitJournal(RunDocument):
     """One unit's journal; versioned like every run document (a resume may read it with a newer
     kmigrate: an unknown version is refused, never guessed at). Version 2: the originals' and
     outputs' file checksums name their algorithm (BLAKE3); version 1 holds SHA-256 in ``sha256``
-    / ``log_sha256``, read as such (``common.checksum``)."""
+    / ``log_sha256``, read as such (``common.checksum``). Version 3: ``staged_from``."""
 
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
     NAME: ClassVar[str] = "unit journal"
 
     unit_id: str
@@ -76,6 +76,8 @@ class UnitJournal(RunDocument):
     warnings: list[str] = Field(default_factory=list)
     displaced: list[str] = Field(default_factory=list, description="Rollback: the files in the unit's "
                                  "offset range that the originals replace")
+    staged_from: str | None = Field(default=None, description="The prestage whose staged output the unit "
+                                    "swapped in (None: converted in the run)")
     error: dict[str, Any] | None = None
     unit_result: dict[str, Any] | None = None
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))

@@ -42,6 +42,11 @@ class UpgradeOptions(BaseModel):
                     "leader-epoch-checkpoint and on the rewritten batches), so tiered storage can take it",
     )
 
+    stage: str | None = Field(default=None, description="A prestage's stage id: segments it staged whose "
+                              "originals are unchanged are swapped in, not converted (upgrade/stage.py)")
+    stage_root: str | None = Field(default=None, description="Where the stage is; default: settings."
+                                   "default_stage_root of the log dirs")
+
     @model_validator(mode="after")
     def _epochs_need_v2(self) -> UpgradeOptions:
         if self.assign_leader_epoch and self.target != "v2":

@@ -23,18 +23,19 @@ from migration.formats import names
 from migration.formats.errors import KafkaFormatError
 from migration.formats.fileio import durable_unlink
 from migration.logdir.findings import FindingCode
-from migration.logdir.model import Partition, scan_log_dir
+from migration.logdir.model import Partition, Segment, scan_log_dir
 from migration.logdir.validate import ValidationResult, validate_segment
 from migration.migrations.common.index_repair import rebuild_reasons
 from migration.migrations.common.leader_epoch import EpochAssignment, plan_assignment
 from migration.migrations.upgrade.journal import IN_FLIGHT, JOURNAL_DIR, UnitJournal
 from migration.migrations.upgrade.options import UpgradeOptions
 from migration.migrations.upgrade.rewrite import Converter, RewriteSpec, add_walker_bytes
+from migration.migrations.upgrade.stage import Stage, StagedSegment, conversion_of, leader_epochs_after, still_current
 from migration.runtime.documents import PrepareDocument
 from migration.runtime.engine import Unit
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused, RunLock, check_backup_root, check_clean_shutdown, check_not_live
-from migration.settings import default_backup_root, runs_dir
+from migration.settings import default_backup_root, default_stage_root, runs_dir
 
 
 class SegmentRow(BaseModel):
@@ -71,6 +72,15 @@ class IneligibleRow(BaseModel):
     reason: str
 
 
+class WindowRecord(BaseModel):
+    """The stop window of a run with ``--stage``: its duration and the staged segments it left
+    unused (by log dir), from which the report's per-broker ``window`` is made."""
+
+    stage_id: str
+    duration_s: float
+    discarded: dict[str, int] = Field(default_factory=dict, description="Log dir -> staged segments not used")
+
+
 class UpgradePrepare(PrepareDocument):
     """``prepare.json`` of an upgrade run."""
 
@@ -82,6 +92,7 @@ class UpgradePrepare(PrepareDocument):
     estimates: dict[str, int] = Field(default_factory=dict, description="Dry run: unit id -> bytes after")
     record_estimates: dict[str, int] = Field(
         default_factory=dict, description="Dry run: unit id -> the records the real run rewrites (and counts)")
+    window: WindowRecord | None = Field(default=None, description="With --stage: the stop window")
 
 
 class SegmentParams(BaseModel):
@@ -113,6 +124,7 @@ class UpgradeJobOptions(UpgradeOptions):
     model_config = ConfigDict(extra="ignore")
 
     backup_root: str  # resolved: always set in a job
+    stage_root: str | None = None  # resolved when there is a stage
     run_id: str
     run_dir: str
     run_lock: RunLock | None = None
@@ -306,6 +318,14 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
     ineligible: list[IneligibleRow] = []
     estimates: dict[str, int] = {}
     record_estimates: dict[str, int] = {}
+    stage_root = None
+    if options.stage is not None:
+        stage_root = str(Path(options.stage_root).resolve() if options.stage_root else default_stage_root(dirs))
+        if not Stage(stage_root, options.stage).exists():
+            raise Refused(f"no stage {options.stage} in {stage_root} (discarded, or another --stage-root?); without "
+                          "--stage every segment is converted in the window")
+    staged = {(e.partition_dir, e.base_offset): e for e in Stage(stage_root, options.stage).entries()} \
+        if options.stage is not None and stage_root is not None else {}
     leftovers: list[str] = []
     pending_deletes: list[str] = []
     in_flight: dict[str, set[str]] | None = None
@@ -337,6 +357,13 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
             for k, seg in enumerate(part.segments):
                 nxt = bases[k + 1] if k + 1 < len(bases) else None
                 log_path = pdir / seg.log_file
+                entry = staged.get((str(pdir), seg.base_offset))
+                if entry is not None and _staged_current(entry, pdir, nxt, options):
+                    # The prestage validated and converted it: the window reads no byte of it.
+                    unit = _segment_unit(bid, i, d, part, seg, nxt, entry.bytes_by_magic_before, [])
+                    units.append(unit)
+                    estimates[unit.id] = entry.bytes_after
+                    continue
                 survey = _SegmentSurvey(target, estimate_growth=deep, spec=RewriteSpec(
                     target_magic=target, segment_bytes=options.segment_bytes,
                     max_message_bytes=options.max_message_bytes,
@@ -362,19 +389,12 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                 if in_target and not (index_findings and survey.magics):
                     skipped.append(row)  # already in the target format (or empty): not rewritten
                     continue
-                uid = _unit_id(bid, i, part.topic, part.partition, seg.base_offset)
-                estimates[uid] = seg.size + survey.growth
+                unit = _segment_unit(bid, i, d, part, seg, nxt, survey.bytes_by_magic,
+                                     [f"{Path(f.file or '').name}: {f.code}: {f.message}" for f in index_findings])
+                units.append(unit)
+                estimates[unit.id] = seg.size + survey.growth
                 if deep and survey.all_records is not None:
-                    record_estimates[uid] = survey.all_records
-                # serial_key: one replacement in flight per partition directory, on every engine
-                units.append(Unit(kind=UNIT_KIND, id=uid, broker_id=bid, log_dir=d, path=str(log_path),
-                                  topic=part.topic, partition=part.partition, size=seg.size,
-                                  serial_key=str(pdir),
-                                  params=SegmentParams(
-                                      partition_dir=str(pdir), base_offset=seg.base_offset, next_base_offset=nxt,
-                                      mtime_ns=seg.mtime_ns, formats=survey.bytes_by_magic,
-                                      index_repairs=[f"{Path(f.file or '').name}: {f.code}: {f.message}"
-                                                     for f in index_findings]).model_dump(mode="json")))
+                    record_estimates[unit.id] = survey.all_records
     if leftovers:
         owners = _runs_in_flight({str(Path(p).parent) for p in leftovers}, in_flight or _in_flight())
         how = ("; ".join(f"they belong to run {r}: resume it with: {resume_command(dirs, options.target, r)} "
@@ -384,7 +404,8 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
         raise Refused("leftover files of an interrupted segment replacement: " + ", ".join(leftovers[:5])
                       + (" ..." if len(leftovers) > 5 else "") + "; " + how)
     warnings += _settle_kafka_deletes(pending_deletes, dry_run=options.dry_run)
-    job_options = UpgradeJobOptions(**options.model_dump(exclude={"backup_root"}), backup_root=backup_root,
+    job_options = UpgradeJobOptions(**options.model_dump(exclude={"backup_root", "stage_root"}),
+                                    backup_root=backup_root, stage_root=stage_root,
                                     run_id=run_id, run_dir=str(rd.path.resolve()),
                                     run_lock=run_lock(dirs, options.target, run_id))
     prepare = UpgradePrepare(run_id=run_id, started_at=started.isoformat(), log_dirs=dirs, dry_run=options.dry_run,
@@ -394,6 +415,27 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
     rd.write_prepare(prepare)
     rd.write_job(units, job_options.model_dump(mode="json"))
     return UpgradePlan(run_dir=rd, prepare=prepare, units=units, options=job_options)
+
+
+def _segment_unit(broker_id: int, dir_index: int, log_dir: str, part: Partition, seg: Segment, next_base: int | None,
+                  formats: dict[str, int], index_repairs: list[str]) -> Unit:
+    pdir = Path(part.path)
+    # serial_key: one replacement in flight per partition directory, on every engine
+    return Unit(kind=UNIT_KIND, id=_unit_id(broker_id, dir_index, part.topic, part.partition, seg.base_offset),
+                broker_id=broker_id, log_dir=log_dir, path=str(pdir / seg.log_file), topic=part.topic,
+                partition=part.partition, size=seg.size, serial_key=str(pdir),
+                params=SegmentParams(partition_dir=str(pdir), base_offset=seg.base_offset, next_base_offset=next_base,
+                                     mtime_ns=seg.mtime_ns, formats=formats,
+                                     index_repairs=index_repairs).model_dump(mode="json"))
+
+
+def _staged_current(entry: StagedSegment, partition_dir: Path, next_base: int | None, options: UpgradeOptions) -> bool:
+    """A prestage's conversion the window can swap in as it is (upgrade/stage.py)."""
+    try:
+        epochs = leader_epochs_after(partition_dir, options.assign_leader_epoch) if options.target_magic == 2 else []
+    except KafkaFormatError:
+        return False  # the epoch unit reports the checkpoint
+    return still_current(entry, partition_dir, next_base, conversion_of(options), epochs)
 
 
 def _epoch_unit(broker_id: int, dir_index: int, log_dir: str, part: Partition, corrupt: list[CorruptRow]

@@ -21,8 +21,7 @@ from typing import Any
 from migration.audit.model import Finding, FindingCode, OffsetRange, UnitResult, UnitStatus, UnitType
 from migration.formats import names
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
-from migration.formats.digest import RecordDigest, RecordDigester
-from migration.formats.errors import KafkaFormatError, TruncatedError
+from migration.formats.errors import KafkaFormatError
 from migration.formats.fileio import durable_unlink, fsync_dir
 from migration.migrations.common.backup import (
     UnitBackup,
@@ -45,7 +44,16 @@ from migration.migrations.common.replace import (
 )
 from migration.migrations.upgrade.journal import JournalState, UnitJournal, load_journal, save_journal
 from migration.migrations.upgrade.plan import EpochParams, SegmentParams, UpgradeJobOptions
-from migration.migrations.upgrade.rewrite import OutputSegment, RewriteSpec, cleaned_paths, digest_into, rewrite_segment
+from migration.migrations.upgrade.rewrite import RewriteSpec, cleaned_paths, digest_outputs, rewrite_segment
+from migration.migrations.upgrade.stage import (
+    FileIdentity,
+    Stage,
+    StagedSegment,
+    conversion_of,
+    identities,
+    segment_files,
+    still_current,
+)
 from migration.runtime.engine import Unit
 from migration.runtime.faults import fault_point
 
@@ -71,11 +79,11 @@ class UnitContext:
         """The upgrade's options (a rollback from backups alone has none, and needs none)."""
         return UpgradeJobOptions.model_validate(self._options)
 
-    def result(self, ur: UnitResult) -> dict[str, Any]:
+    def result(self, ur: UnitResult, *, from_stage: bool = False) -> dict[str, Any]:
         u = self.unit
         status = "ok" if ur.status in (UnitStatus.OK, UnitStatus.SKIPPED) else ur.status.value
         return {"status": status, "broker_id": u.broker_id, "topic": u.topic, "partition": u.partition,
-                "unit_result": ur.model_dump(mode="json")}
+                "unit_result": ur.model_dump(mode="json"), "from_stage": from_stage}
 
     def failed(self, message: str, *, file: str | None = None, position: int | None = None,
                code: FindingCode | None = None) -> dict[str, Any]:
@@ -83,17 +91,6 @@ class UnitContext:
                         duration_s=time.monotonic() - self.started,
                         errors=[Finding(file=file, position=position, message=message, code=code)])
         return self.result(ur)
-
-
-def _digest_outputs(directory: Path, outputs: list[OutputSegment], *, staged: bool) -> RecordDigest:
-    """One digest over the output segments in offset order; every batch is CRC-checked."""
-    digester = RecordDigester()
-    for o in outputs:
-        path = directory / (o.files[0] + (names.CLEANED_FILE_SUFFIX if staged else ""))
-        fr, _ = digest_into(digester, path, o.base_offset)
-        if fr.trailing_bytes:
-            raise TruncatedError("output segment has trailing bytes", path=str(path), position=fr.valid_bytes)
-    return digester.result()
 
 
 def _leader_epochs(partition_dir: Path) -> list[tuple[int, int]]:
@@ -154,7 +151,7 @@ def _finish(ctx: UnitContext, j: UnitJournal) -> dict[str, Any]:
     j.state = JournalState.DONE
     j.unit_result = ur.model_dump(mode="json")
     save_journal(ctx.run_dir, j)
-    return ctx.result(ur)
+    return ctx.result(ur, from_stage=j.staged_from is not None)
 
 
 def _resume_replace(ctx: UnitContext, j: UnitJournal) -> str:
@@ -183,7 +180,7 @@ def run_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
         ur = UnitResult.model_validate(j.unit_result)
         if ur.digest_algorithm is None and j.digest_before is not None:
             ur.digest_algorithm = j.digest_before.algorithm  # finished by a kmigrate that did not name it
-        return ctx.result(ur)
+        return ctx.result(ur, from_stage=j.staged_from is not None)
     if j is not None and j.state in (JournalState.ROLLING_BACK, JournalState.ROLLED_BACK):
         return ctx.failed("the unit was rolled back; start a new run to upgrade it again", code=FindingCode.ROLLED_BACK)
     if j is not None and j.state is JournalState.CLEANED:
@@ -206,25 +203,40 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
     log = pdir / ctx.log_name
     if not log.exists():
         return ctx.failed("segment file is missing", file=str(log), code=FindingCode.SEGMENT_MISSING)
-    prefix = names.filename_prefix_from_offset(ctx.base_offset)
-    files = [prefix + s for s in names.SEGMENT_FILE_SUFFIXES if (pdir / (prefix + s)).exists()]
+    files = segment_files(pdir, ctx.base_offset)
+    staged = _usable_stage(ctx, files)
     u = ctx.unit
     ub, earlier = backup_unit(ctx.backup_root, ctx.run_id, u.id, pdir, files,
                               UnitPlace(log_dir=u.log_dir, broker_id=u.broker_id, topic=u.topic,
                                         partition=u.partition, base_offset=ctx.base_offset,
-                                        next_base_offset=ctx.next_base_offset))
+                                        next_base_offset=ctx.next_base_offset),
+                              known={f.name: f for f in staged.originals} if staged is not None else None)
     original_log = next(f for f in ub.files if f.name == ctx.log_name)
+    if staged is not None and original_log.checksum != next(f.checksum for f in staged.originals
+                                                            if f.name == ctx.log_name):
+        staged = None  # an earlier attempt's backup, taken without the stage: proved the long way below
     # A backup of an earlier attempt (its journal may be missing: killed between the two) was
-    # taken of the segment as it was then: it may only be used if the segment is still that.
-    if (previous is not None or earlier) and not original_log.matches(log):
+    # taken of the segment as it was then: it may only be used if the segment is still that
+    # (the stage's identity check proved it, or its checksum does).
+    if (previous is not None or earlier) and staged is None and not original_log.matches(log):
         return ctx.failed("the segment changed since its backup; nothing replaced. Restore the originals "
                           f"with: kmigrate rollback {ctx.run_id}; then start a new run", file=str(log),
                           code=FindingCode.SEGMENT_CHANGED)
     fault_point("backup")
     j = UnitJournal(unit_id=ctx.unit.id, partition_dir=str(pdir), log_file=ctx.log_name,
                     base_offset=ctx.base_offset, state=JournalState.STARTED, originals=ub.files,
-                    backup_dir=ub.backup_dir)
+                    backup_dir=ub.backup_dir, staged_from=staged.stage_id if staged is not None else None)
     save_journal(ctx.run_dir, j)
+    if staged is not None and _link_staged(ctx, staged):
+        j.outputs = [o.model_copy(deep=True) for o in staged.outputs]
+        j.bytes_before = staged.bytes_before
+        j.bytes_by_magic_before = dict(staged.bytes_by_magic_before)
+        j.digest_before = staged.digest_before
+        j.digest_after = staged.digest_after
+        j.split_batches = staged.split_batches
+        j.warnings = list(staged.warnings)
+        return _swap_in(ctx, j)
+    j.staged_from = None
     spec = RewriteSpec(
         target_magic=opts.target_magic,
         segment_bytes=opts.segment_bytes,
@@ -237,7 +249,7 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
     rr = None
     try:
         rr = rewrite_segment(log, spec)  # removes its own partial output when it fails
-        after = _digest_outputs(pdir, rr.outputs, staged=True)
+        after = digest_outputs(pdir, rr.outputs)
     except KafkaFormatError as exc:
         durable_unlink(*cleaned_paths(pdir, rr.outputs if rr is not None else []))
         j.state = JournalState.FAILED
@@ -252,12 +264,6 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
         save_journal(ctx.run_dir, j)
         return ctx.failed("record digest of the rewritten segment differs from the original; nothing replaced",
                           file=str(log), code=FindingCode.DIGEST_MISMATCH)
-    # The journal may say "cleaned" only once the .cleaned names are durable: a power cut could
-    # otherwise keep the journal and lose an index's .cleaned name, and the resume would swap
-    # the new .log in beside the original index (docs/architecture.md, "Durability").
-    fsync_dir(pdir)
-    fault_point("cleaned")
-    j.state = JournalState.CLEANED
     j.outputs = rr.outputs
     j.bytes_before = rr.bytes_before
     j.bytes_by_magic_before = rr.bytes_by_magic_before
@@ -265,11 +271,74 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
     j.digest_after = after
     j.split_batches = rr.split_batches
     j.warnings = rr.warnings
+    return _swap_in(ctx, j)
+
+
+def _swap_in(ctx: UnitContext, j: UnitJournal) -> dict[str, Any]:
+    """The ``.cleaned`` outputs are in place (written or linked from the stage): make them
+    durable, journal ``cleaned``, then Kafka's replace protocol."""
+    pdir = ctx.partition_dir
+    # The journal may say "cleaned" only once the .cleaned names are durable: a power cut could
+    # otherwise keep the journal and lose an index's .cleaned name, and the resume would swap
+    # the new .log in beside the original index (docs/architecture.md, "Durability").
+    fsync_dir(pdir)
+    fault_point("cleaned")
+    j.state = JournalState.CLEANED
     save_journal(ctx.run_dir, j)
     fault_point("journal-cleaned")
-    replace_segments(pdir, [o.files for o in rr.outputs], j.original_names)
+    replace_segments(pdir, [o.files for o in j.outputs], j.original_names)
     fault_point("replaced")
     return _finish(ctx, j)
+
+
+def _usable_stage(ctx: UnitContext, files: list[str]) -> StagedSegment | None:
+    """The prestage's conversion of this segment, when it is of the segment as it is now and
+    made as this run would make it (upgrade/stage.py); None: convert here. Stats only: the
+    window's cost grows with the files, not the bytes."""
+    opts = ctx.options
+    if opts.stage is None or opts.stage_root is None:
+        return None
+    stage = Stage(opts.stage_root, opts.stage)
+    pdir = ctx.partition_dir
+    try:
+        entry = stage.load(pdir, ctx.base_offset)
+    except (OSError, ValueError):
+        return None  # unreadable: converted here, the prestage's word is not needed
+    earlier = load_unit_backup(ctx.backup_root, ctx.run_id, ctx.unit.id)
+    if entry is None or [i.name for i in entry.original_ids] != files or not still_current(
+            entry, pdir, ctx.next_base_offset, conversion_of(opts),
+            _leader_epochs(pdir) if opts.target_magic == 2 else [],
+            ctime_moved_by_us=lambda cur: _linked_in_backup(earlier, cur)):
+        return None
+    staged_now = identities(stage.files_dir(pdir, ctx.base_offset), [i.name for i in entry.staged_ids])
+    if staged_now is None or not all(a.same_inode(b) for a, b in zip(entry.staged_ids, staged_now, strict=True)):
+        return None
+    return entry
+
+
+def _linked_in_backup(backup: UnitBackup | None, current: FileIdentity) -> bool:
+    if backup is None:
+        return False
+    try:
+        st = os.stat(Path(backup.backup_dir) / current.name)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (current.dev, current.ino)
+
+
+def _link_staged(ctx: UnitContext, entry: StagedSegment) -> bool:
+    """Link the staged ``.cleaned`` files into the partition directory (the caller fsyncs it);
+    False, with nothing left behind, when the stage went meanwhile (``--discard-stage``)."""
+    pdir = ctx.partition_dir
+    src = Stage(ctx.options.stage_root or "", entry.stage_id).files_dir(pdir, ctx.base_offset)
+    try:
+        for n in entry.output_names:
+            os.link(src / (n + names.CLEANED_FILE_SUFFIX), pdir / (n + names.CLEANED_FILE_SUFFIX))
+            fault_point("stage-link")
+    except OSError:
+        remove_cleaned_in_range(pdir, ctx.base_offset, ctx.next_base_offset)
+        return False
+    return True
 
 
 # ---------------------------------------------------------------- rollback

@@ -1,0 +1,331 @@
+"""``kmigrate upgrade --prestage``: convert a live broker's closed segments into a stage.
+
+    prestage_upgrade(log_dirs, options=PrestageOptions(...)) -> RunReport (kind upgrade-prestage)
+
+It runs beside the broker: it takes no log dir lock and writes nothing inside a log dir. For
+each closed segment of an eligible partition it reads the segment's files (checksums, for the
+window's backup), converts it into the stage (upgrade/stage.py) with the upgrade's own rewrite,
+checks the output's record digest against the input's, and keeps the result only when the
+original's files have the same identity after all this as before: a segment Kafka deleted,
+replaced or shortened meanwhile is dropped from the stage, not an error. One segment at a time
+(one reader), ``--io-rate`` paces reads and writes, and the pages it read and wrote are dropped
+from the page cache so the broker's are not pushed out. A later pass keeps what is still
+current, drops what Kafka changed, and stages what is new (``--budget`` bounds one pass).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from migration.audit.model import Finding, FindingCode, OffsetRange, RunKind, RunReport, UnitResult, UnitStatus
+from migration.audit.store import ReportStore
+from migration.formats import names
+from migration.formats.errors import KafkaFormatError
+from migration.logdir.model import scan_log_dir
+from migration.migrations.common.backup import fingerprint
+from migration.migrations.upgrade.options import UpgradeOptions
+from migration.migrations.upgrade.rewrite import RewriteSpec, digest_outputs, rewrite_segment
+from migration.migrations.upgrade.stage import (
+    Conversion,
+    Stage,
+    StagedSegment,
+    conversion_of,
+    identities,
+    leader_epochs_after,
+    relevant_epochs,
+    segment_files,
+    still_current,
+)
+from migration.runtime.safety import Refused
+from migration.settings import default_stage_root, device_of
+
+# Room kept free beyond the staged bytes: a conversion may grow a segment (v0 to v2 with tiny
+# records), and the broker goes on writing while the stage fills.
+SPACE_MARGIN_RATIO = 0.10
+SPACE_MARGIN_BYTES = 64 << 20
+
+
+class PrestageOptions(BaseModel):
+    """What ``--prestage`` takes beyond the upgrade's options."""
+
+    upgrade: UpgradeOptions
+    stage_id: str
+    stage_root: str | None = Field(default=None, description="Default: settings.default_stage_root")
+    budget: int | None = Field(default=None, ge=1, description="Bytes of originals one pass converts at most")
+    io_rate: int | None = Field(default=None, ge=1, description="Bytes per second read plus written, at most")
+
+
+class _Pacer:
+    """``--io-rate``: sleeps after each segment so that bytes moved over time stays at the rate."""
+
+    def __init__(self, rate: int | None) -> None:
+        self.rate = rate
+        self.moved = 0
+        self.t0 = time.monotonic()
+
+    def add(self, nbytes: int) -> None:
+        self.moved += nbytes
+        if self.rate:
+            ahead = self.moved / self.rate - (time.monotonic() - self.t0)
+            if ahead > 0:
+                time.sleep(ahead)
+
+
+def _drop_cached(paths: list[Path]) -> None:
+    """POSIX_FADV_DONTNEED on files read or written: the broker's hot pages stay cached."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    for p in paths:
+        try:
+            fd = os.open(p, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+class _Outcome(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    status: Literal["staged", "changed", "corrupt"]
+    entry: StagedSegment | None = None
+    error: KafkaFormatError | None = None
+    read_bytes: int = 0
+
+
+def stage_segment(stage: Stage, partition_dir: Path, base_offset: int, next_base_offset: int | None,
+                  conversion: Conversion, epochs: list[tuple[int, int]]) -> _Outcome:
+    """Convert one closed segment into ``stage``; the manifest is written only when the
+    original's files were the same before and after (then it is durable, files first)."""
+    files = segment_files(partition_dir, base_offset)
+    before = identities(partition_dir, files)
+    log = partition_dir / names.log_file_name(base_offset)
+    if before is None or log.name not in files:
+        return _Outcome(status="changed")
+    out = stage.new_files_dir(partition_dir, base_offset)
+    try:
+        originals = [fingerprint(partition_dir / n) for n in files]
+        log_mtime = next(i.mtime_ns for i in before if i.name == log.name)
+        spec = RewriteSpec(
+            target_magic=conversion.target_magic, segment_bytes=conversion.segment_bytes,
+            max_message_bytes=conversion.max_message_bytes, index_interval_bytes=conversion.index_interval_bytes,
+            stamp_v0_ms=log_mtime // 1_000_000 if conversion.stamp_v0_with_mtime else None,
+            leader_epochs=epochs if conversion.target_magic == 2 else (), next_base_offset=next_base_offset)
+        rr = rewrite_segment(log, spec, out_dir=out)
+        after = digest_outputs(out, rr.outputs)
+    except FileNotFoundError:
+        shutil.rmtree(out, ignore_errors=True)
+        return _Outcome(status="changed")
+    except KafkaFormatError as exc:
+        shutil.rmtree(out, ignore_errors=True)
+        # Kafka may have shortened or replaced it while it was read: only an unchanged one is corrupt
+        if identities(partition_dir, files) != before:
+            return _Outcome(status="changed", error=exc)
+        return _Outcome(status="corrupt", error=exc)
+    read = sum(f.size for f in originals)
+    if identities(partition_dir, files) != before or segment_files(partition_dir, base_offset) != files:
+        shutil.rmtree(out, ignore_errors=True)
+        return _Outcome(status="changed", read_bytes=read)
+    if not after.matches(rr.digest_before, timestamps=not conversion.stamp_v0_with_mtime):
+        shutil.rmtree(out, ignore_errors=True)
+        return _Outcome(status="corrupt", read_bytes=read, error=KafkaFormatError(
+            "record digest of the converted segment differs from the original", path=str(log)))
+    staged_names = [n + names.CLEANED_FILE_SUFFIX for o in rr.outputs for n in o.files]
+    staged = identities(out, staged_names)
+    assert staged is not None  # written and fsynced just now, in a directory only this pass writes
+    entry = StagedSegment(
+        stage_id=stage.stage_id, partition_dir=str(partition_dir), base_offset=base_offset,
+        next_base_offset=next_base_offset, conversion=conversion,
+        leader_epochs=relevant_epochs(epochs, next_base_offset) if conversion.target_magic == 2 else [],
+        originals=originals, original_ids=before, outputs=rr.outputs, staged_ids=staged,
+        bytes_before=rr.bytes_before, bytes_by_magic_before=rr.bytes_by_magic_before,
+        digest_before=rr.digest_before, digest_after=after, split_batches=rr.split_batches, warnings=rr.warnings)
+    stage.save(entry)
+    _drop_cached([partition_dir / n for n in files] + [out / n for n in staged_names])
+    return _Outcome(status="staged", entry=entry, read_bytes=read)
+
+
+class _Candidate(BaseModel):
+    broker_id: int
+    topic: str
+    partition: int
+    partition_dir: str
+    base_offset: int
+    next_base_offset: int | None
+    size: int
+    epochs: list[tuple[int, int]]
+
+
+def _check_place(root: Path, dirs: list[str]) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    other = [d for d in dirs if device_of(d) != device_of(root)]
+    if other:
+        raise Refused(f"the stage root {root} is on another file system than log dir(s) {', '.join(other)}: the "
+                      "stop window would copy the staged segments instead of linking them; give --stage-root on "
+                      "their file system (one prestage per file system)")
+
+
+def _check_space(root: Path, need_bytes: int) -> None:
+    st = os.statvfs(root)
+    free = st.f_bavail * st.f_frsize
+    need = int(need_bytes * (1 + SPACE_MARGIN_RATIO)) + SPACE_MARGIN_BYTES
+    if need_bytes and need > free:
+        raise Refused(f"not enough space for the stage in {root}: {need:,} bytes needed ({need_bytes:,} of segments "
+                      f"to convert, plus {SPACE_MARGIN_RATIO:.0%} and {SPACE_MARGIN_BYTES >> 20} MiB of margin), "
+                      f"{free:,} free; free space or give --budget for a pass that fits")
+
+
+def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id: int | None = None) -> RunReport:
+    """Stage the closed segments of ``log_dirs`` (a live broker's) under ``options.stage_id``;
+    the report accounts for each: staged, kept from an earlier pass, changed while staging,
+    left for a later pass, corrupt; and for each active segment, left for the window."""
+    opts = options.upgrade
+    dirs = [str(Path(d).resolve()) for d in log_dirs]
+    root = Path(options.stage_root).resolve() if options.stage_root else default_stage_root(dirs)
+    stage = Stage(root, options.stage_id)
+    conversion = conversion_of(opts)
+    report = RunReport.start(RunKind.PRESTAGE, {
+        "log_dirs": dirs, "stage_id": options.stage_id, "stage_root": str(root), "target": opts.target.value,
+        "budget": options.budget, "io_rate": options.io_rate}, run_id=options.stage_id)
+    try:
+        _check_place(root, dirs)
+        candidates, kept, active = _survey(report, stage, dirs, opts, conversion, broker_id)
+        for orphan in stage.orphans():
+            shutil.rmtree(orphan, ignore_errors=True)
+        todo, later = _within_budget(candidates, options.budget)
+        _check_space(root, sum(c.size for c in todo))
+    except Refused as exc:
+        report.refuse(str(exc))
+        report.finish()
+        ReportStore().save(report)
+        return report
+    pacer = _Pacer(options.io_rate)
+    for c in todo:
+        t0 = time.monotonic()
+        pdir = Path(c.partition_dir)
+        outcome = stage_segment(stage, pdir, c.base_offset, c.next_base_offset, conversion, c.epochs)
+        report.add_unit(c.broker_id, c.topic, c.partition, _result(pdir, c, outcome, time.monotonic() - t0))
+        entry = outcome.entry
+        pacer.add(outcome.read_bytes + (entry.bytes_after if entry is not None else 0))
+    for c in later:
+        path = str(Path(c.partition_dir) / names.log_file_name(c.base_offset))
+        report.add_unit(c.broker_id, c.topic, c.partition, UnitResult(
+            unit=Path(path).name, path=path, status=UnitStatus.SKIPPED, bytes_before=c.size,
+            warnings=[Finding(file=path, code=FindingCode.OUTSIDE_BUDGET, message=f"left for a later pass: beyond "
+                              f"--budget {options.budget:,} bytes")]), track_progress=False)
+    staged = [u for u in report.iter_results() if u.status is UnitStatus.OK]
+    report.warn(f"stage {options.stage_id} in {stage.path}: {len(staged)} segment(s) staged now, {kept} kept from an "
+                f"earlier pass, {len(later)} left for a later pass, {active} active segment(s) left for the window; "
+                "swap them in with the broker stopped: kmigrate upgrade " + " ".join(dirs)
+                + f" --to {opts.target.value} --stage {options.stage_id}"
+                + (f" --stage-root {root}" if options.stage_root else ""))
+    report.finish()
+    ReportStore().save(report)
+    return report
+
+
+def _within_budget(candidates: list[_Candidate], budget: int | None) -> tuple[list[_Candidate], list[_Candidate]]:
+    if budget is None:
+        return candidates, []
+    total = 0
+    for k, c in enumerate(candidates):
+        if total + c.size > budget and k > 0:
+            return candidates[:k], candidates[k:]
+        total += c.size
+    return candidates, []
+
+
+def _survey(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptions, conversion: Conversion,
+            broker_id: int | None) -> tuple[list[_Candidate], int, int]:
+    """What to stage now; entries of the stage that are no longer current are dropped, those
+    that are count as kept (reported). Returns (candidates, kept, active segments)."""
+    entries = {(e.partition_dir, e.base_offset): e for e in stage.entries()}
+    candidates: list[_Candidate] = []
+    kept = active = 0
+    seen: set[tuple[str, int]] = set()
+    target = opts.target_magic
+    for d in dirs:
+        ld = scan_log_dir(d, stats=False)
+        bid = broker_id if broker_id is not None else (ld.node_id if ld.node_id is not None else -1)
+        for part in ld.partitions:
+            if part.kind != names.PartitionDirKind.LIVE.value or part.topic in opts.excluded_topics:
+                continue
+            pdir = Path(part.path)
+            try:
+                epochs = leader_epochs_after(pdir, opts.assign_leader_epoch) if target == 2 else []
+            except KafkaFormatError:
+                continue  # the window reports the checkpoint as corrupt
+            segs = part.segments
+            active += 1 if segs else 0
+            for k, seg in enumerate(segs[:-1]):  # the last is the active segment: the broker writes it
+                nxt = segs[k + 1].base_offset
+                key = (str(pdir), seg.base_offset)
+                seen.add(key)
+                entry = entries.get(key)
+                if entry is not None and still_current(entry, pdir, nxt, conversion, epochs):
+                    kept += 1
+                    path = str(pdir / seg.log_file)
+                    report.add_unit(bid, part.topic, part.partition, UnitResult(
+                        unit=seg.log_file, path=path, status=UnitStatus.SKIPPED, bytes_before=entry.bytes_before,
+                        bytes_after=entry.bytes_after, records_before=entry.digest_before.records,
+                        records_after=entry.digest_after.records, warnings=[Finding(
+                            file=path, code=FindingCode.PRESTAGE_KEPT, message=FindingCode.PRESTAGE_KEPT.meaning)]),
+                        track_progress=False)
+                    continue
+                if entry is not None:
+                    stage.drop(*key)
+                if seg.size and not _in_target(pdir / seg.log_file, target):
+                    candidates.append(_Candidate(broker_id=bid, topic=part.topic, partition=part.partition,
+                                                 partition_dir=str(pdir), base_offset=seg.base_offset,
+                                                 next_base_offset=nxt, size=seg.size, epochs=epochs))
+    for key, entry in entries.items():
+        if key not in seen and any(Path(entry.partition_dir).is_relative_to(d) for d in dirs):
+            stage.drop(*key)  # deleted or merged by Kafka since: nothing of it to swap in
+    return candidates, kept, active
+
+
+def _in_target(log: Path, target: int) -> bool:
+    """Whether a segment's first batch is in the target format already (the magic byte sits at
+    byte 16 in every format): such a segment is nearly always wholly so, the window leaves it as
+    it is, and staging it would be work for nothing; one with older batches after a newer (a
+    lowered message.format.version) the window converts on the spot."""
+    with open(log, "rb") as f:
+        head = f.read(17)
+    return len(head) == 17 and head[16] >= target
+
+
+def _result(pdir: Path, c: _Candidate, outcome: _Outcome, duration: float) -> UnitResult:
+    log = pdir / names.log_file_name(c.base_offset)
+    e = outcome.entry
+    if outcome.status == "staged" and e is not None:
+        return UnitResult(
+            unit=log.name, path=str(log), status=UnitStatus.OK,
+            input_format=",".join(sorted(e.bytes_by_magic_before)) or None,
+            output_format=f"v{e.conversion.target_magic}", bytes_before=e.bytes_before, bytes_after=e.bytes_after,
+            records_before=e.digest_before.records, records_after=e.digest_after.records,
+            offsets=OffsetRange(first=e.digest_before.first_offset, last=e.digest_before.last_offset)
+            if e.digest_before.first_offset is not None and e.digest_before.last_offset is not None else None,
+            digest_algorithm=e.digest_before.algorithm,
+            digest_before=e.digest_before.content if e.conversion.stamp_v0_with_mtime else e.digest_before.full,
+            digest_after=e.digest_after.content if e.conversion.stamp_v0_with_mtime else e.digest_after.full,
+            duration_s=duration, warnings=[Finding(file=str(log), code=FindingCode.PRESTAGED,
+                                                   message=FindingCode.PRESTAGED.meaning)])
+    if outcome.status == "changed":
+        return UnitResult(unit=log.name, path=str(log), status=UnitStatus.SKIPPED, bytes_before=c.size,
+                          duration_s=duration, warnings=[Finding(file=str(log), code=FindingCode.CHANGED_WHILE_STAGING,
+                                                                 message=FindingCode.CHANGED_WHILE_STAGING.meaning)])
+    exc = outcome.error
+    return UnitResult(unit=log.name, path=str(log), status=UnitStatus.FAILED, bytes_before=c.size, duration_s=duration,
+                      errors=[Finding(file=exc.path if exc is not None and exc.path else str(log),
+                                      position=exc.position if exc is not None else None,
+                                      message=f"not staged: {exc.message if exc is not None else 'corrupt'}",
+                                      code=FindingCode.CORRUPT_SEGMENT)])
+

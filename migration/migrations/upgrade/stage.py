@@ -1,0 +1,253 @@
+"""The stage of an upgrade: closed segments converted while the broker runs, swapped in during
+the stop window (docs/operations.md, "Prestage and the stop window").
+
+In Kafka a closed segment (every segment but a partition's active one) is never written again:
+retention renames it to ``.deleted`` and removes it later, the log cleaner swaps in a new file
+under the same name (a new inode), and a truncation below its base offset removes or shortens
+it. So its conversion can be made while the broker runs, and kept with the original's
+identity (device, inode, size, mtime, ctime): with the broker stopped, a segment whose files
+all still have the identity they had when staged is the segment that was converted.
+
+No place inside a log dir is safe for the stage (Kafka's ``LogManager`` refuses a directory
+name it cannot parse and loads one it can as a partition), so it lives outside, on the log
+dir's file system, and the window links its files in:
+
+    <stage root>/<stage id>/files/<partition key>/<segment prefix>/<name>.cleaned
+    <stage root>/<stage id>/manifests/<partition key>.<segment prefix>.json
+
+Data first, manifest last (each durable in its directory): a segment is staged once its
+manifest is; files without one are an interrupted staging, which the next pass removes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from migration.formats import names
+from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
+from migration.formats.digest import RecordDigest
+from migration.formats.fileio import durable_mkdir, durable_unlink, fsync_dir
+from migration.migrations.common.backup import BackupFile, partition_key
+from migration.migrations.common.leader_epoch import plan_assignment
+from migration.migrations.upgrade.options import UpgradeOptions
+from migration.migrations.upgrade.rewrite import OutputSegment
+from migration.runtime.documents import RunDocument
+
+FILES_DIR = "files"
+MANIFESTS_DIR = "manifests"
+STAGE_VERSION = 1
+
+
+class FileIdentity(BaseModel):
+    """What says a file is still the one that was read: Kafka never writes a closed segment in
+    place, and anything that replaces or shortens one changes its inode, size, mtime or ctime
+    (ctime cannot be set back)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+    @classmethod
+    def of(cls, path: Path) -> FileIdentity:
+        st = os.stat(path)
+        return cls(name=path.name, dev=st.st_dev, ino=st.st_ino, size=st.st_size, mtime_ns=st.st_mtime_ns,
+                   ctime_ns=st.st_ctime_ns)
+
+    def same_inode(self, other: FileIdentity) -> bool:
+        """Same file, same bytes as far as Kafka could change them: all but the ctime, which a
+        hard link (the run's backup, the window's link of a staged file) changes too."""
+        return (self.name, self.dev, self.ino, self.size, self.mtime_ns) == \
+            (other.name, other.dev, other.ino, other.size, other.mtime_ns)
+
+
+def identities(directory: Path, file_names: list[str]) -> list[FileIdentity] | None:
+    """The identities of ``file_names`` in ``directory``; None when one is gone."""
+    try:
+        return [FileIdentity.of(directory / n) for n in file_names]
+    except FileNotFoundError:
+        return None
+
+
+class Conversion(BaseModel):
+    """The options a staged conversion was made with: the window uses it only for the same."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target_magic: int
+    segment_bytes: int
+    max_message_bytes: int
+    index_interval_bytes: int
+    stamp_v0_with_mtime: bool
+
+
+class StagedSegment(RunDocument):
+    """One closed segment's staged conversion: what the stop window needs to swap it in without
+    reading it again (the originals' fingerprints for the run's backup, the record digests the
+    prestage compared, the outputs' files)."""
+
+    VERSION: ClassVar[int] = STAGE_VERSION
+    NAME: ClassVar[str] = "stage manifest"
+
+    stage_id: str
+    partition_dir: str
+    base_offset: int
+    next_base_offset: int | None
+    conversion: Conversion
+    leader_epochs: list[tuple[int, int]] = Field(
+        default_factory=list, description="(epoch, start offset) entries below next_base_offset the v2 batches got")
+    originals: list[BackupFile] = Field(description="The segment's files as read (checksums for the backup)")
+    original_ids: list[FileIdentity] = Field(description="Their identities, the same before and after the read")
+    outputs: list[OutputSegment]
+    staged_ids: list[FileIdentity] = Field(description="The staged .cleaned files as written and fsynced")
+    bytes_before: int
+    bytes_by_magic_before: dict[str, int] = Field(default_factory=dict)
+    digest_before: RecordDigest
+    digest_after: RecordDigest
+    split_batches: int = 0
+    warnings: list[str] = Field(default_factory=list)
+    staged_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def output_names(self) -> list[str]:
+        return [n for o in self.outputs for n in o.files]
+
+    @property
+    def bytes_after(self) -> int:
+        return sum(i.size for i in self.staged_ids)
+
+
+def relevant_epochs(entries: list[tuple[int, int]], next_base_offset: int | None) -> list[tuple[int, int]]:
+    """The leader-epoch entries that decide the epochs of a segment's batches: those starting
+    below its end (a truncation or a new leader only changes entries above a closed segment)."""
+    return [(e, s) for e, s in entries if next_base_offset is None or s < next_base_offset]
+
+
+def conversion_of(options: UpgradeOptions) -> Conversion:
+    return Conversion(target_magic=options.target_magic, segment_bytes=options.segment_bytes,
+                      max_message_bytes=options.max_message_bytes, index_interval_bytes=options.index_interval_bytes,
+                      stamp_v0_with_mtime=options.stamp_v0_with_mtime)
+
+
+def segment_files(partition_dir: Path, base_offset: int) -> list[str]:
+    prefix = names.filename_prefix_from_offset(base_offset)
+    return [prefix + s for s in names.SEGMENT_FILE_SUFFIXES if (partition_dir / (prefix + s)).exists()]
+
+
+def leader_epochs_after(partition_dir: Path, assign: bool) -> list[tuple[int, int]]:
+    """The leader-epoch entries the window's rewrite will see: the checkpoint's, with epoch 0
+    from the log start offset when ``--assign-leader-epoch`` adds it first (leader_epoch.py)."""
+    if assign:
+        plan = plan_assignment(partition_dir)
+        if plan is not None:
+            return list(plan.after)
+    p = partition_dir / names.LEADER_EPOCH_CHECKPOINT_FILE
+    return [(e.epoch, e.start_offset) for e in LeaderEpochCheckpointFile.read(p).entries] if p.exists() else []
+
+
+def still_current(entry: StagedSegment, partition_dir: Path, next_base_offset: int | None, conversion: Conversion,
+                  epochs: list[tuple[int, int]], *,
+                  ctime_moved_by_us: Callable[[FileIdentity], bool] = lambda _: False) -> bool:
+    """The staged conversion is of the segment as it is now (stats only), made as it would be
+    now (``epochs``: the leader-epoch entries the conversion would use; none for v1). A file
+    whose ctime alone moved is current only when ``ctime_moved_by_us`` says the run's own hard
+    link moved it (its backup)."""
+    if entry.conversion != conversion or entry.next_base_offset != next_base_offset:
+        return False
+    if relevant_epochs(epochs, next_base_offset) != [tuple(e) for e in entry.leader_epochs]:
+        return False
+    files = segment_files(partition_dir, entry.base_offset)
+    now = identities(partition_dir, files)
+    if now is None or [i.name for i in entry.original_ids] != files:
+        return False
+    return all(was == cur or (was.same_inode(cur) and ctime_moved_by_us(cur))
+               for was, cur in zip(entry.original_ids, now, strict=True))
+
+
+class Stage:
+    """One stage id under a stage root: its segments' files and manifests."""
+
+    def __init__(self, root: str | os.PathLike[str], stage_id: str) -> None:
+        self.root = Path(root)
+        self.stage_id = stage_id
+        self.path = self.root / stage_id
+
+    def files_dir(self, partition_dir: str | Path, base_offset: int) -> Path:
+        return self.path / FILES_DIR / partition_key(Path(partition_dir)) / names.filename_prefix_from_offset(
+            base_offset)
+
+    def manifest_path(self, partition_dir: str | Path, base_offset: int) -> Path:
+        key = f"{partition_key(Path(partition_dir))}.{names.filename_prefix_from_offset(base_offset)}"
+        return self.path / MANIFESTS_DIR / f"{key}.json"
+
+    def exists(self) -> bool:
+        return self.path.is_dir()
+
+    def load(self, partition_dir: str | Path, base_offset: int) -> StagedSegment | None:
+        p = self.manifest_path(partition_dir, base_offset)
+        return StagedSegment.read(p) if p.exists() else None
+
+    def entries(self) -> list[StagedSegment]:
+        mdir = self.path / MANIFESTS_DIR
+        return [StagedSegment.read(p) for p in sorted(mdir.glob("*.json"))] if mdir.is_dir() else []
+
+    def new_files_dir(self, partition_dir: str | Path, base_offset: int) -> Path:
+        """An empty directory for a segment's staged files (an interrupted staging's removed)."""
+        d = self.files_dir(partition_dir, base_offset)
+        if d.exists():
+            shutil.rmtree(d)
+        return durable_mkdir(d)
+
+    def save(self, entry: StagedSegment) -> None:
+        """The manifest, durably, after the files it names are (the caller fsynced them)."""
+        fsync_dir(self.files_dir(entry.partition_dir, entry.base_offset))
+        p = self.manifest_path(entry.partition_dir, entry.base_offset)
+        durable_mkdir(p.parent)
+        entry.write(p)
+
+    def drop(self, partition_dir: str | Path, base_offset: int) -> int:
+        """Forget a staged segment: the manifest first (a crash then leaves files without one,
+        which the next pass or a discard removes), then its files. Returns the bytes freed."""
+        durable_unlink(self.manifest_path(partition_dir, base_offset))
+        d = self.files_dir(partition_dir, base_offset)
+        freed = _unlinked_bytes(d)
+        if d.exists():
+            shutil.rmtree(d)
+            fsync_dir(d.parent)
+        return freed
+
+    def discard(self) -> int:
+        """Remove the whole stage (any time: the window links what it uses into the log dir,
+        and a staged file linked there stays). Returns the bytes freed."""
+        freed = _unlinked_bytes(self.path)
+        if self.path.exists():
+            shutil.rmtree(self.path)
+            fsync_dir(self.root)
+        return freed
+
+    def orphans(self) -> list[Path]:
+        """Segment file directories without a manifest: stagings a crash interrupted."""
+        fdir = self.path / FILES_DIR
+        if not fdir.is_dir():
+            return []
+        named = {(e.partition_dir, e.base_offset) for e in self.entries()}
+        keys = {(partition_key(Path(p)), names.filename_prefix_from_offset(b)) for p, b in named}
+        return sorted(seg for part in fdir.iterdir() for seg in part.iterdir() if (part.name, seg.name) not in keys)
+
+
+def _unlinked_bytes(path: Path) -> int:
+    """Bytes of the files under ``path`` that no other name holds (what removing them frees)."""
+    if not path.exists():
+        return 0
+    return sum(st.st_size for p in path.rglob("*") if p.is_file() and (st := p.stat()).st_nlink == 1)

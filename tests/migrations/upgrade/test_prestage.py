@@ -1,0 +1,194 @@
+"""Prestage and stop window (upgrade/prestage.py, upgrade/stage.py): closed segments converted
+beside a live broker, swapped in with it stopped; the live broker is a process holding the log
+dir's lock, and what Kafka does to closed segments meanwhile is done to the files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import tree_state
+from kafka_loader import read_log_dir_records, simulate_log_dir_startup
+from support.lock_holders import hold_lock
+
+from migration.audit.model import FindingCode, RunKind, UnitStatus
+from migration.formats import names
+from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, rollback_run
+from migration.migrations.upgrade.prestage import PrestageOptions, prestage_upgrade
+from migration.migrations.upgrade.stage import Stage
+from migration.settings import default_stage_root
+
+
+def _partitions(log_dir: Path) -> list[Path]:
+    return sorted(p for p in log_dir.iterdir() if p.is_dir() and "-" in p.name and not p.name.startswith("__"))
+
+
+def _closed_logs(pdir: Path) -> list[Path]:
+    return sorted(pdir.glob("*.log"))[:-1]
+
+
+def _legacy_closed(log_dir: Path) -> list[Path]:
+    """Closed segments whose first batch is below v2 (the prestage's candidates)."""
+    out = []
+    for p in _partitions(log_dir):
+        for log in _closed_logs(p):
+            with open(log, "rb") as f:
+                head = f.read(17)
+            if len(head) == 17 and head[16] < 2:
+                out.append(log)
+    return out
+
+
+def _prestage(log_dir: Path, stage_id: str, **kw) -> object:
+    return prestage_upgrade([str(log_dir)], options=PrestageOptions(
+        upgrade=UpgradeOptions(target="v2"), stage_id=stage_id, **kw))
+
+
+@pytest.fixture
+def live(sample_cluster, tmp_path):
+    """Broker 1's log dir with its lock held as a running broker holds it."""
+    d = sample_cluster.broker_log_dirs[1]
+    holder = hold_lock("python", d / ".lock", tmp_path)
+    yield d
+    holder.kill()
+    holder.wait()
+
+
+def test_prestage_beside_a_live_broker_writes_nothing_in_the_log_dir(live) -> None:
+    before = tree_state(live)
+    report = _prestage(live, "stage-a")
+    assert report.kind is RunKind.PRESTAGE and report.exit_code() == 0, report.refusal
+    assert tree_state(live) == before
+    staged = [u for u in report.iter_results() if u.status is UnitStatus.OK]
+    assert len(staged) == len(_legacy_closed(live)) > 0
+    assert all(u.records_before == u.records_after and u.digest_before == u.digest_after for u in staged)
+    stage = Stage(default_stage_root([live]), "stage-a")
+    assert len(stage.entries()) == len(staged)
+    # a second pass keeps what is current, converts nothing again
+    again = _prestage(live, "stage-a")
+    assert not [u for u in again.iter_results() if u.status is UnitStatus.OK]
+    kept = [u for u in again.iter_results() if any(w.code == FindingCode.PRESTAGE_KEPT for w in u.warnings)]
+    assert len(kept) == len(staged)
+    assert tree_state(live) == before
+
+
+def test_window_swaps_the_stage_in_and_rollback_restores(live, sample_cluster) -> None:
+    expected = read_log_dir_records(live)
+    before = tree_state(live)
+    _prestage(live, "stage-b")
+    n_staged = len(_legacy_closed(live))
+    # the broker stops
+    (live / ".lock").unlink(missing_ok=True)
+    report = _stopped_window(live, "stage-b", "window-b")
+    assert report.exit_code() == 0, (report.refusal, [u.errors for u in report.problem_units()])
+    (window,) = [b.window for b in report.brokers if b.window is not None]
+    assert window.swapped == n_staged and window.discarded == 0
+    assert window.converted == sum(1 for *_, u in report.iter_units()
+                                   if u.status is UnitStatus.OK and u.unit_type.value == "segment") - n_staged
+    assert read_log_dir_records(live) == expected
+    assert not any(simulate_log_dir_startup(live).values())  # Kafka's loader finds nothing to resolve
+    assert not Stage(default_stage_root([live]), "stage-b").exists()  # dropped with the window
+    rb = rollback_run("window-b")
+    assert rb.exit_code() == 0
+    assert {k: v for k, v in tree_state(live).items() if not k.endswith(".kafka_cleanshutdown")} == \
+        {k: v for k, v in before.items() if not k.endswith(".kafka_cleanshutdown")}
+
+
+def _stopped_window(log_dir: Path, stage_id: str, run_id: str, **kw):
+    return execute_upgrade([str(log_dir)], options=UpgradeOptions(target="v2", stage=stage_id, **kw),
+                           engine="inline", run_id=run_id)
+
+
+def _segment_files(log: Path) -> list[Path]:
+    prefix = log.name[: -len(names.LOG_FILE_SUFFIX)]
+    return sorted(p for p in log.parent.iterdir() if p.name.startswith(prefix + "."))
+
+
+def _retention_delete(log: Path) -> None:
+    """Retention: the segment's files renamed to .deleted (a clean stop may leave them)."""
+    for p in _segment_files(log):
+        os.rename(p, p.with_name(p.name + names.DELETED_FILE_SUFFIX))
+
+
+def _cleaner_swap(log: Path) -> None:
+    """The log cleaner: a new file under the same name (a new inode; here the same bytes and
+    mtime, which Kafka's cleaner also keeps: only the inode tells)."""
+    tmp = log.with_name(log.name + ".tmp-cleaner")
+    shutil.copy2(log, tmp)
+    os.rename(tmp, log)
+
+
+def _truncate_from(log: Path) -> None:
+    """A truncation below the log end: the segments above go, this one is cut at a batch."""
+    for later in sorted(log.parent.glob("*.log")):
+        if later.name > log.name:
+            for p in _segment_files(later):
+                p.unlink()
+    data = log.read_bytes()
+    size = int.from_bytes(data[8:12], "big") + 12  # the first batch (v0/v1 entry or v2 batch) only
+    os.truncate(log, size)
+
+
+def _roll(pdir: Path) -> Path:
+    """A roll: the active segment closes, a new empty one starts after its last offset."""
+    from kafka_loader import _next_offset
+
+    active = sorted(pdir.glob("*.log"))[-1]
+    base = _next_offset(active)
+    new = pdir / names.log_file_name(base)
+    for suffix in (names.LOG_FILE_SUFFIX, names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX):
+        new.with_suffix(suffix).touch()
+    return active
+
+
+def test_window_swaps_only_what_kafka_left_unchanged(live, monkeypatch) -> None:
+    """While the stage waits, the live broker deletes a staged segment by retention, the cleaner
+    replaces another, a roll closes an active one and a truncation cuts a fourth; one segment is
+    replaced while it is being staged. The window swaps in only the unchanged ones (a partition
+    Kafka left alone), converts the rest, and every record Kafka kept is there (kafka-python
+    reads them)."""
+    import migration.migrations.upgrade.prestage as prestage_module
+
+    by_part: dict[Path, list[Path]] = {}
+    for log in _legacy_closed(live):
+        by_part.setdefault(log.parent, []).append(log)
+    a, b = [p for p, logs in by_part.items() if len(logs) >= 2][:2]
+    control = a.with_name(a.name.rsplit("-", 1)[0] + "-7")  # a partition Kafka leaves alone
+    shutil.copytree(a, control, copy_function=shutil.copy2)
+    during = by_part[b][1]
+    real = prestage_module.rewrite_segment
+
+    def replaced_while_read(log, spec, **kw):
+        result = real(log, spec, **kw)
+        if Path(log) == during:
+            _cleaner_swap(during)  # the cleaner swaps it in while the prestage reads it
+        return result
+
+    monkeypatch.setattr(prestage_module, "rewrite_segment", replaced_while_read)
+    report = _prestage(live, "stage-c")
+    changed = [u.path for u in report.iter_results()
+               if any(w.code == FindingCode.CHANGED_WHILE_STAGING for w in u.warnings)]
+    assert changed == [str(during)] and report.exit_code() == 0
+    staged = len(_legacy_closed(live)) - 1
+    assert len(Stage(default_stage_root([live]), "stage-c").entries()) == staged
+
+    first, second = by_part[a][:2]
+    _retention_delete(first)  # staged, then deleted: discarded
+    _cleaner_swap(second)  # staged, then replaced: converted in the window, its stage discarded
+    rolled = _roll(a)  # the active segment when staged: converted in the window
+    truncated = by_part[b][0]
+    _truncate_from(truncated)  # staged, then cut (and `during` with it): converted, stage discarded
+    expected = read_log_dir_records(live)  # what Kafka keeps after all this
+    (live / ".lock").unlink(missing_ok=True)
+
+    result = _stopped_window(live, "stage-c", "window-c")
+    assert result.exit_code() == 0, (result.refusal, [u.errors for u in result.problem_units()])
+    (window,) = [b.window for b in result.brokers if b.window is not None]
+    assert (window.swapped, window.discarded) == (len(_closed_logs(control)), 3)
+    assert window.swapped == staged - 3
+    upgraded = {u.path for *_, u in result.iter_units() if u.status is UnitStatus.OK and u.digest_after}
+    assert {str(second), str(rolled), str(truncated)} <= upgraded
+    assert read_log_dir_records(live) == expected
+    assert not any(simulate_log_dir_startup(live).values())
