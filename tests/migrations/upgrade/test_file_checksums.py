@@ -76,7 +76,7 @@ def _as_version_1(private_out: Path, run_id: str) -> None:
     journals = _journals(private_out, run_id)
     for p in journals:
         j = json.loads(p.read_text())
-        assert j["version"] == 2
+        assert j["version"] == 3 and j.pop("staged_from") is None  # version 3 added it
         j["originals"] = [_original_as_version_1(f, Path(j["backup_dir"])) for f in j["originals"]]
         j["outputs"] = [_output_as_version_1(o, Path(j["partition_dir"])) for o in j["outputs"]]
         p.write_text(json.dumps(j | {"version": 1}, indent=1))
@@ -106,11 +106,11 @@ def test_a_crashed_run_of_an_earlier_kmigrate_restarts_its_units(log_dir, privat
     report = execute_upgrade([str(log_dir)], options=OPTIONS, engine="inline", run_id=run_id)
     assert report.exit_code() == 0, [(u.path, [e.message for e in u.errors]) for *_, u in report.problem_units()]
     assert read_log_dir_records(log_dir) == expected
-    # the restarted units' journals are written as version 2: their originals keep the SHA-256
+    # the restarted units' journals are written as this version (3): their originals keep the SHA-256
     # of their backup, their new outputs have BLAKE3 (units done before the crash are left alone)
     for p in in_flight:
         j = json.loads(p.read_text())
-        assert (j["version"], j["state"]) == (2, "done")
+        assert (j["version"], j["state"]) == (3, "done")
         assert {f["checksum_algorithm"] for f in j["originals"]} == {"sha256"}
         assert {o["checksum_algorithm"] for o in j["outputs"]} == {"blake3"}
 
