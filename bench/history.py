@@ -31,7 +31,8 @@ HISTORY = ROOT / "bench" / "history.jsonl"
 # ``key``), which results.json and the history keep.
 KEYS: tuple[str, ...] = (
     "validate", "upgrade-v1", "upgrade-v2", "kp-mix-v1", "kp-mix-v2", "kp-plain-v1", "kp-plain-v2", "spark", "rss",
-    "sessions", "core-mb-s", "core-x-python", "small-partitions",
+    "sessions", "core-mb-s", "core-x-python", "small-partitions", "prestage", "window", "window-growth",
+    "prestage-io-rate",
 )
 
 

@@ -55,6 +55,16 @@ Benchmarks (names for ``--only``; all but ``spark`` by default with ``--quick``)
             per-segment cost of an upgrade, 2,000 such partitions inline, split into the fixed
             steps (journal, backup, replace protocol) and the rewrite, fsyncs counted: report only
             (--quick: 100 and 200 partitions, said in the rows)
+  window    the stop window of an upgrade after a prestage (bench.window), on copies of one log dir:
+            the sample cluster's 8 legacy partitions, each rolled into 4 closed segments of 16 MiB
+            and an active one of ~1 MiB (--quick: 256 KiB, ~64 KiB): the full offline upgrade
+            --to v2 (baseline);
+            the prestage (no --io-rate)                        target >= 0.9x offline MB/s
+            the window after it (upgrade --stage)             target <= 0.05x offline
+            the window with 2x the bytes per closed segment  target <= 1.2x the window
+            a prestage with --io-rate a third of the unthrottled bytes/s (read + written) on a
+            third of the closed segments (--budget)             target within 10% of the rate
+            (--quick: 3 rounds, medians; the --io-rate prestage on all the closed segments)
   rss       peak RSS of the worker rewriting one big segment (1 GiB; --quick: 64 MiB)  < 300 MB
   sessions  planning a run with nothing dirty on 10,000 partitions (--quick: 1,000, target
             scaled to 1 s) vs os.scandir listing                        target < 10 s
@@ -89,7 +99,8 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "out" / "bench"
 MB = 1e6
 Row = dict[str, Any]
-NAMES = ["validate", "upgrade", "kp-mix", "kp-plain", "spark", "small-partitions", "rss", "sessions", "core", "cleaner"]
+NAMES = ["validate", "upgrade", "kp-mix", "kp-plain", "spark", "small-partitions", "window", "rss", "sessions", "core",
+         "cleaner"]
 # Targets of issue #14 (docs/benchmarks.md, "Targets (issue #14)").
 VALIDATE_FLOOR = 0.8  # deep validation, x its decompression floor
 UPGRADE_FLOOR = 0.6  # full upgrade of the sample mix, x its codec floor
@@ -761,7 +772,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-history", action="store_true",
                     help="do not append this run to bench/history.jsonl (python -m bench.history reads it)")
     args = ap.parse_args(argv)
-    from bench import small_partitions
+    from bench import small_partitions, window
     from migration.formats import core as record_core
 
     python_core = record_core.name() != record_core.COMPILED
@@ -811,6 +822,7 @@ def main(argv: list[str] | None = None) -> int:
         ("kp-plain", lambda: bench_kp_plain(plain)),
         ("spark", lambda: bench_spark(cl())),
         ("small-partitions", lambda: small_partitions.bench(args.quick)),
+        ("window", lambda: window.bench(cl(), args.quick, repeats)),
         ("rss", lambda: bench_rss(big)),
         ("sessions", lambda: bench_sessions(partitions)),
         ("core", lambda: bench_core(plain)),

@@ -104,9 +104,9 @@ def _timed_attrs(module: Any, names: list[str], times: dict[str, float], calls: 
 
 
 # What a unit of the upgrade calls (migration/migrations/upgrade/unit.py), by the name it calls.
-# ``rewrite_segment`` and ``_digest_outputs`` are the per-byte work (conversion, the output
+# ``rewrite_segment`` and ``digest_outputs`` are the per-byte work (conversion, the output
 # written and fsynced by the writer thread, the read-back digest); the rest is per segment.
-PER_BYTE_STEPS = ["rewrite_segment", "_digest_outputs"]
+PER_BYTE_STEPS = ["rewrite_segment", "digest_outputs"]
 FIXED_STEPS = ["load_journal", "save_journal", "backup_unit", "remove_cleaned_in_range", "fsync_dir",
                "replace_segments"]
 
@@ -156,7 +156,7 @@ def _fixed_cost(up: dict[str, Any], segments: int) -> dict[str, Any]:
     journal = st.get("save_journal", 0.0) + st.get("load_journal", 0.0)
     backup = st.get("backup_unit", 0.0)
     replace = st.get("replace_segments", 0.0) + st.get("fsync_dir", 0.0) + st.get("remove_cleaned_in_range", 0.0)
-    per_byte = st.get("rewrite_segment", 0.0) + st.get("_digest_outputs", 0.0)
+    per_byte = st.get("rewrite_segment", 0.0) + st.get("digest_outputs", 0.0)
     units = up["phases"].get("units", 0.0)
     ms = 1000.0 / segments
     return {"units_ms_per_segment": round(units * ms, 3), "journal_ms": round(journal * ms, 3),

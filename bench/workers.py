@@ -225,8 +225,7 @@ def spark_upgrade(target: str, master: str, backup_root: str, log_dirs: list[str
 
 def rewrite(target: str, segments: list[str]) -> dict[str, object]:
     """The unit's core on each segment: streaming rewrite, then the read-back digest check."""
-    from migration.migrations.upgrade.rewrite import RewriteSpec, cleaned_paths, rewrite_segment
-    from migration.migrations.upgrade.unit import _digest_outputs
+    from migration.migrations.upgrade.rewrite import RewriteSpec, cleaned_paths, digest_outputs, rewrite_segment
 
     spec = RewriteSpec(target_magic=int(target.lstrip("v")))
     records = size = 0
@@ -234,7 +233,7 @@ def rewrite(target: str, segments: list[str]) -> dict[str, object]:
     for seg in segments:
         p = Path(seg)
         rr = rewrite_segment(p, spec)
-        after = _digest_outputs(p.parent, rr.outputs, staged=True)
+        after = digest_outputs(p.parent, rr.outputs)
         if not after.matches(rr.digest_before):
             raise SystemExit(f"digest mismatch on {p}")
         records += rr.digest_before.records
