@@ -1,7 +1,8 @@
 """Phased message-format upgrade (KIP-31/32 to v1, or to v2 for Kafka 4 per KIP-724).
 
-preflight (inventory + validation of every broker, Spark) -> canary (one broker, Spark)
--> verify canary -> approval gate -> rolling (one broker at a time, mapped) -> report.
+preflight (inventory + validation of every broker, Spark) -> prestage (every broker at once,
+while it runs; with prestage) -> canary (one broker: stop, swap or rewrite with Spark, verify,
+start) -> approval gate -> rolling (one broker at a time, mapped, the same window) -> report.
 A failure in canary or verify rolls that broker back and stops the rollout.
 All logic lives in migration.orchestration.upgrade_rollout; this file is wiring.
 """
@@ -12,7 +13,7 @@ import pendulum
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, Variable, conf, get_current_context, task, task_group
 from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSkipException
-from kmigrate_operators import DEFAULT_ARGS, MigrationSparkJobOperator, default_cluster
+from kmigrate_operators import DEFAULT_ARGS, BrokerStoppedSensor, MigrationSparkJobOperator, default_cluster
 
 from migration.migrations.upgrade.options import TargetFormat
 from migration.orchestration import upgrade_rollout as rollout
@@ -52,6 +53,12 @@ with DAG(
                                         "approval; empty: not run"),
         "approval": Param("human", enum=["human", "auto"],
                           description="'human': wait for an operator after the canary; 'auto' for tests/demos"),
+        "prestage": Param(False, type="boolean",
+                          description="Brokers RUNNING: convert their closed segments first, beside them; each "
+                                      "broker's window then stops it (its 'stop' command in the cluster description, "
+                                      "else the operator), swaps the staged segments in, verifies and starts it"),
+        "stop_timeout_s": Param(3600, type="integer", minimum=1,
+                                description="How long a window waits for its broker to stop"),
     },
 ) as dag:
 
@@ -79,8 +86,21 @@ with DAG(
         validate = MigrationSparkJobOperator(task_id="validate", application_args=args)
         args >> validate >> check()
 
+    @task
+    def all_brokers(planned: dict) -> list[int]:
+        return [planned["canary"], *planned["rest"]]
+
+    @task(task_id="prestage")
+    def prestage(broker_id: int) -> dict:
+        return rollout.prestage_broker(_plan(), broker_id, _run_id())
+
     @task_group(group_id="canary")
     def canary():
+        @task
+        def stop() -> dict:
+            p = _plan()
+            return rollout.stop_broker(p, p.canary, _run_id())
+
         @task
         def prepare() -> list[str]:
             p = _plan()
@@ -91,7 +111,9 @@ with DAG(
             p = _plan()
             return rollout.finalize_broker(p, p.canary, _run_id())
 
+        stopped = stop()
         args = prepare()
+        stopped >> BrokerStoppedSensor(task_id="wait_stopped", stop=stopped) >> args
         upgrade = MigrationSparkJobOperator(task_id="upgrade", application_args=args)
         args >> upgrade >> finalize()
 
@@ -104,6 +126,11 @@ with DAG(
     def rollback_canary() -> dict:
         p = _plan()
         return rollout.rollback_broker(p, p.canary, _run_id())
+
+    @task(task_id="start_canary")
+    def start_canary() -> dict:
+        p = _plan()
+        return rollout.start_broker(p, p.canary, _run_id())
 
     @task.branch(task_id="approval_mode")
     def approval_mode() -> str:
@@ -126,14 +153,21 @@ with DAG(
     @task_group(group_id="rolling")
     def rolling(broker_id: int):
         @task(max_active_tis_per_dagrun=1)
-        def prepare(broker_id: int) -> list[str]:
-            p = _plan()
-            decision, why = rollout.rollout_gate(p, broker_id, _run_id())
+        def gate(broker_id: int) -> str:
+            decision, why = rollout.rollout_gate(_plan(), broker_id, _run_id())
             if decision == "wait":
                 raise AirflowRescheduleException(pendulum.now("UTC").add(seconds=15))
             if decision == "stop":
                 raise AirflowSkipException(f"rollout stopped: {why}")
-            return rollout.prepare_broker(p, broker_id, _run_id())
+            return "go"
+
+        @task(max_active_tis_per_dagrun=1)
+        def stop(broker_id: int) -> dict:
+            return rollout.stop_broker(_plan(), broker_id, _run_id())
+
+        @task(max_active_tis_per_dagrun=1)
+        def prepare(broker_id: int) -> list[str]:
+            return rollout.prepare_broker(_plan(), broker_id, _run_id())
 
         @task(max_active_tis_per_dagrun=1)
         def finalize(broker_id: int) -> dict:
@@ -147,12 +181,22 @@ with DAG(
         def rollback(broker_id: int) -> dict:
             return rollout.rollback_broker(_plan(), broker_id, _run_id())
 
+        @task(max_active_tis_per_dagrun=1)
+        def start(broker_id: int) -> dict:
+            return rollout.start_broker(_plan(), broker_id, _run_id())
+
+        stopped = stop(broker_id)
         args = prepare(broker_id)
+        gate(broker_id) >> stopped >> BrokerStoppedSensor(task_id="wait_stopped", stop=stopped,
+                                                          max_active_tis_per_dagrun=1) >> args
         upgrade = MigrationSparkJobOperator(task_id="upgrade", application_args=args, max_active_tis_per_dagrun=1)
         fin = finalize(broker_id)
         ver = verify(broker_id)
         args >> upgrade >> fin >> ver
         [upgrade, fin, ver] >> rollback(broker_id)
+        # A verified broker starts again; one rolled back stays stopped for the operator (the
+        # rollout stops there), and no task of the group waits on the rollback.
+        ver >> start(broker_id)
 
     @task(task_id="report", trigger_rule="all_done")
     def report() -> dict:
@@ -161,11 +205,14 @@ with DAG(
 
     planned = plan()
     pre = preflight()
+    staged = prestage.expand(broker_id=all_brokers(planned))
     can = canary()
     ver = verify_canary()
+    started = start_canary()
     gate = approval_mode()
     rest = rest_brokers(planned)
     roll = rolling.expand(broker_id=rest)
-    planned >> pre >> can >> ver >> gate >> [approve_human, approve_auto()] >> rest
+    planned >> pre >> staged >> can >> ver >> gate >> [approve_human, approve_auto()] >> rest
     [can, ver] >> rollback_canary()
+    ver >> started >> gate
     roll >> report()

@@ -4,11 +4,15 @@ migration.orchestration."""
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseOperator
+from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from migration.orchestration.common import (
     RUN_UNITS_APP,
@@ -87,3 +91,66 @@ class MigrationSparkJobOperator(SparkSubmitOperator):
                                             log_tail=tail, error=error))
         except Exception as recording:  # never hide the job's own failure behind this one
             self.log.warning("could not record the failure for the DAG run's report: %s", recording)
+
+
+class LogDirLockReleasedTrigger(BaseTrigger):
+    """Fires when no process holds the lock of any of ``log_dirs`` (the broker stopped), or at
+    ``deadline`` (epoch seconds) with the log dirs still held. Runs in the triggerer, so a
+    window waiting for an operator holds no worker slot."""
+
+    def __init__(self, log_dirs: list[str], deadline: float, poll_s: float = 2.0) -> None:
+        super().__init__()
+        self.log_dirs = list(log_dirs)
+        self.deadline = deadline
+        self.poll_s = poll_s
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"log_dirs": self.log_dirs, "deadline": self.deadline, "poll_s": self.poll_s})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from migration.orchestration.upgrade_rollout import live_log_dirs
+
+        while True:
+            live = await asyncio.to_thread(live_log_dirs, self.log_dirs)
+            if not live:
+                yield TriggerEvent({"stopped": True, "live": []})
+                return
+            if time.time() >= self.deadline:
+                yield TriggerEvent({"stopped": False, "live": live})
+                return
+            await asyncio.sleep(self.poll_s)
+
+
+class BrokerStoppedSensor(BaseOperator):
+    """Waits, deferred, until the broker a window stopped (or asked the operator to stop) has
+    released its log dir locks; fails with the timeout named when it has not in time. ``stop``
+    is what the stop task returned (templated: an XComArg of the mapped group)."""
+
+    template_fields = ("stop",)
+
+    def __init__(self, *, stop: Any, poll_s: float = 2.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stop = stop
+        self.poll_s = poll_s
+
+    def execute(self, context: Any) -> Any:
+        from migration.orchestration.upgrade_rollout import live_log_dirs
+
+        live = live_log_dirs(self.stop["log_dirs"])
+        if not live:
+            return {"broker_id": self.stop["broker_id"], "stopped": True}
+        if not self.stop.get("managed"):
+            raise RuntimeError(f"broker {self.stop['broker_id']} is running (lock held: {', '.join(live)}) and "
+                               "the rollout was not asked to stop it: stop it, or trigger with prestage")
+        self.log.info("%s", self.stop.get("note") or f"waiting for broker {self.stop['broker_id']} to stop")
+        self.defer(trigger=LogDirLockReleasedTrigger(self.stop["log_dirs"], time.time() + self.stop["timeout_s"],
+                                                     self.poll_s),
+                   method_name="execute_complete")
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        if not event.get("stopped"):
+            held = ", ".join(event["live"])
+            raise RuntimeError(f"broker {self.stop['broker_id']} did not stop within stop_timeout_s="
+                               f"{self.stop['timeout_s']} s: its log dir lock is still held ({held})")
+        return {"broker_id": self.stop["broker_id"], "stopped": True}

@@ -48,6 +48,8 @@ def merge_reports(kind: RunKind | str, run_ids: list[str], *, run_id: str, param
                         # a step report of another kmigrate keeps naming its own hash
                         u = u.model_copy(update={"digest_algorithm": r.unit_digest_algorithm(u)})
                     merged.add_unit(b.broker_id, p.topic, p.partition, u, track_progress=False)
+            if b.window is not None:
+                merged.broker(b.broker_id).window = b.window  # one window per broker, in its own step
         prev_units = prev_bytes = 0
         for pt in r.timeline:
             if pt.units_done != prev_units or pt.bytes_done != prev_bytes:

@@ -5,7 +5,10 @@
 2. print its inventory and validation;
 3. run the DAG ``message_format_upgrade`` with ``airflow dags test`` (canary broker 1,
    target v2, leader epoch 0 assigned to data written before KIP-101, dry_run false, automatic
-   approval) — Spark jobs through SparkSubmitOperator;
+   approval) — Spark jobs through SparkSubmitOperator — with a prestage: a stand-in process per
+   broker holds its log dir lock as a running broker does (``demo/live_broker.py``); every
+   broker's closed segments are staged beside it, then each broker's window stops it (its
+   ``stop`` command in the cluster description), swaps the stage in, verifies and starts it;
 4. run ``zero_checkpoint_unification`` over the controller;
 5. start an S3-compatible server (moto) on loopback, create the bucket, run
    ``tiered_storage_readiness`` as two scheduled runs (the second finds nothing dirty and
@@ -42,6 +45,7 @@ from migration.logdir.model import scan_inventory
 from migration.logdir.validation import validate_paths
 from migration.migrations.tier import layout
 from migration.migrations.tier.s3 import S3Settings, make_client
+from migration.orchestration.cluster import ClusterDescription
 from migration.orchestration.common import SPARK_CONN_ID, run_id_for
 from migration.settings import (
     ENV_BACKUP_ROOT,
@@ -113,7 +117,31 @@ def set_connections(env: dict[str, str], conns: dict[str, dict]) -> None:
 def upgrade_conf(cluster: Path) -> dict:
     # assign_leader_epoch: data written before KIP-101 gets leader epoch 0, so it can be tiered in step 5.
     return {"cluster": str(cluster), "target_format": "v2", "canary_broker": 1, "dry_run": False,
-            "approval": "auto", "assign_leader_epoch": True}
+            "approval": "auto", "assign_leader_epoch": True, "prestage": True, "stop_timeout_s": 300}
+
+
+STAND_IN = [sys.executable, "-m", "migration.demo.live_broker"]
+
+
+def run_brokers(cluster: Path) -> list[list[str]]:
+    """Start a stand-in for every broker and give the cluster description its stop and start
+    commands; returns the brokers' log dirs (to stop them after the upgrade)."""
+    desc = ClusterDescription.model_validate_json(cluster.read_text())
+    dirs = []
+    for node in desc.brokers:
+        node.stop = [*STAND_IN, "stop", *node.log_dirs]
+        node.start = [*STAND_IN, "start", *node.log_dirs]
+        subprocess.run(node.start, check=True, capture_output=True, timeout=60)
+        dirs.append(node.log_dirs)
+    desc.dump(cluster)
+    say(f"{shlex.join(STAND_IN)} start LOG_DIR   # one per broker: it holds the log dir lock, as a running broker "
+        "does; the cluster description's stop/start commands stop and start it")
+    return dirs
+
+
+def stop_brokers(dirs: list[list[str]]) -> None:
+    for d in dirs:
+        subprocess.run([*STAND_IN, "stop", *d], capture_output=True, timeout=60)
 
 
 def unify_conf(cluster: Path) -> dict:
@@ -209,12 +237,17 @@ def main() -> int:
         failures.append("validation of the sample cluster")
 
     env = airflow_env(sc.description_path)
-    console.print(Rule("3. DAG message_format_upgrade (canary broker 1, target v2, leader epoch 0 assigned)"))
+    console.print(Rule("3. DAG message_format_upgrade (brokers running: prestage, then a window per broker; "
+                       "canary broker 1, target v2, leader epoch 0 assigned)"))
     set_connections(env, {SPARK_CONN_ID: DEMO_SPARK})
     console.print("Every command printed as `$ ...` replays in a terminal at the checkout, with:", highlight=False)
     say(replay_env(env))
-    rc = dags_test("message_format_upgrade", upgrade_conf(sc.description_path), env,
-                   log=logs / "message_format_upgrade.log")
+    running = run_brokers(sc.description_path)
+    try:
+        rc = dags_test("message_format_upgrade", upgrade_conf(sc.description_path), env,
+                       log=logs / "message_format_upgrade.log")
+    finally:
+        stop_brokers(running)  # the next steps work on stopped brokers
     if rc:
         failures.append("message_format_upgrade")
     res = validate_paths(all_dirs)

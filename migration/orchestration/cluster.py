@@ -24,6 +24,11 @@ class NodeSpec(BaseModel):
     metadata_log_dir: str | None = None
     queue: str | None = Field(default=None, description="Airflow queue for this node's tasks (Celery)")
     host: str = "localhost"
+    stop: list[str] = Field(default_factory=list, description="Command (argv) that stops this broker, e.g. "
+                            "[systemctl, stop, kafka]: the upgrade DAG's window runs it after the prestage; "
+                            "empty: the DAG waits for the operator to stop the broker")
+    start: list[str] = Field(default_factory=list, description="Command (argv) that starts this broker again "
+                             "after its window; empty: the DAG says the operator starts it")
 
     @property
     def is_broker(self) -> bool:

@@ -4,7 +4,10 @@ the DAG run id, so a retried Airflow task recomputes the same run ids and files.
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
+import subprocess
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -13,10 +16,21 @@ from pydantic import BaseModel, Field
 
 from migration.audit.model import ProgressPoint, RunKind, RunReport, UnitStatus, utcnow
 from migration.audit.store import ReportNotFound, ReportStore
+from migration.formats.fileio import durable_mkdir
+from migration.logdir.model import lock_status
 from migration.logdir.validation import validate_paths
-from migration.migrations.upgrade.driver import UpgradeOptions, finalize_upgrade, prepare_upgrade, rollback_run
+from migration.migrations.upgrade.driver import (
+    UpgradeOptions,
+    close_window,
+    finalize_upgrade,
+    prepare_upgrade,
+    rollback_run,
+)
 from migration.migrations.upgrade.options import TargetFormat
+from migration.migrations.upgrade.plan import load_plan
 from migration.migrations.upgrade.preflight import PreflightPrepare, finalize_preflight, prepare_preflight
+from migration.migrations.upgrade.prestage import PrestageOptions, prestage_upgrade
+from migration.migrations.upgrade.stage import Stage
 from migration.orchestration.common import (
     check_spark_connection,
     dag_params,
@@ -26,10 +40,12 @@ from migration.orchestration.common import (
 )
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused
-from migration.settings import runs_dir
+from migration.settings import default_stage_root, runs_dir
 
 VERIFY_MARKER = "verify.json"
 ROLLBACK_MARKER = "rollback.json"
+STOPPED_MARKER = "stopped.json"
+STARTED_MARKER = "started.json"
 
 
 class UpgradeDagParams(BaseModel):
@@ -48,6 +64,17 @@ class UpgradeDagParams(BaseModel):
     approval: Literal["human", "auto"] = "human"
     kafka_home: str = Field(default="", description="The Kafka distribution upgraded to (libs/*.jar): its "
                             "kafka-dump-log verifies each broker's rewritten segments; empty: not run")
+    prestage: bool = Field(default=False, description="Stage every broker's closed segments while the brokers "
+                           "run; each broker's window is then stop, swap, verify, start")
+    stop_timeout_s: int = Field(default=3600, ge=1, description="How long a window waits for its broker to stop")
+
+
+class BrokerControl(BaseModel):
+    """How the DAG stops and starts a broker around its window (cluster description ``stop`` /
+    ``start``; empty: the operator does)."""
+
+    stop: list[str] = Field(default_factory=list)
+    start: list[str] = Field(default_factory=list)
 
 
 class RolloutPlan(BaseModel):
@@ -57,6 +84,9 @@ class RolloutPlan(BaseModel):
     options: UpgradeOptions = Field(description="The same options model as the CLI's and job.json's")
     log_dirs: dict[int, list[str]] = Field(default_factory=dict)
     kafka_home: str = ""
+    prestage: bool = False
+    stop_timeout_s: int = 3600
+    control: dict[int, BrokerControl] = Field(default_factory=dict)
 
     @property
     def target(self) -> str:
@@ -85,7 +115,10 @@ def plan_rollout(raw: dict[str, Any]) -> RolloutPlan:
                              excluded_topics=desc.exclusions("upgrade"))
     return RolloutPlan(cluster=params.cluster, canary=canary, rest=[b for b in wanted if b != canary],
                        options=options, log_dirs={b.id: list(b.log_dirs) for b in desc.brokers if b.id in wanted},
-                       kafka_home=params.kafka_home)
+                       kafka_home=params.kafka_home, prestage=params.prestage and not params.dry_run,
+                       stop_timeout_s=params.stop_timeout_s,
+                       control={b.id: BrokerControl(stop=b.stop, start=b.start)
+                                for b in desc.brokers if b.id in wanted})
 
 
 def plan_step(raw: dict[str, Any]) -> dict[str, Any]:
@@ -134,7 +167,7 @@ def check_preflight_step(plan: RolloutPlan, dag_run_id: str) -> dict[str, Any]:
     left alone by the upgrade (a corrupt segment is never rewritten)."""
 
     rid = run_id_for(dag_run_id, "preflight")
-    report = finalize_preflight(rid, params=plan.model_dump(mode="json"), save=False)
+    report = finalize_preflight(rid, params=plan.model_dump(mode="json"), save=False, live_ok=plan.prestage)
     _time_preflight(report, RunDir(rid))
     ReportStore().save(report)
     if report.refusal:
@@ -168,6 +201,9 @@ def prepare_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> list[s
 
     rid = broker_run_id(dag_run_id, broker_id)
     options = plan.options
+    stage = Stage(default_stage_root(plan.log_dirs[broker_id]), stage_id_for(dag_run_id, broker_id))
+    if plan.prestage and stage.exists():
+        options = options.model_copy(update={"stage": stage.stage_id})
     prepared = prepare_upgrade(plan.log_dirs[broker_id], run_id=rid, options=options, broker_id=broker_id)
     rd = prepared.run_dir
     if prepared.options is not None:
@@ -180,12 +216,30 @@ def prepare_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> list[s
 
 def finalize_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
 
-    report = finalize_upgrade(broker_run_id(dag_run_id, broker_id))
+    rid = broker_run_id(dag_run_id, broker_id)
+    _close_broker_window(rid, window_dir(dag_run_id, broker_id))
+    report = finalize_upgrade(rid)
     summary = {"run_id": report.run_id, "exit_code": report.exit_code(), "units": report.totals.units,
                "failed": report.totals.units_failed, "digest_mismatches": report.totals.digest_mismatches}
     if report.exit_code() != 0:
         raise RuntimeError(f"broker {broker_id}: upgrade finished with exit code {report.exit_code()}: {summary}")
     return summary
+
+
+def _close_broker_window(run_id: str, marks: Path) -> None:
+    """With a stage, the step's report gets the broker's window: from its stop (or, when the
+    DAG did not stop it, from the step's plan) to the swap's end; the stage is dropped."""
+    plan = load_plan(run_id)
+    if plan is None or plan.options is None or plan.options.stage is None or plan.options.stage_root is None \
+            or plan.prepare.window is not None:
+        return
+    stopped = marks / STOPPED_MARKER
+    began = json.loads(stopped.read_text())["at"] if stopped.exists() else plan.prepare.started_at
+    start = datetime.fromisoformat(str(began)) if isinstance(began, str) else utcnow()
+    duration = (utcnow() - start).total_seconds()
+    plan.prepare.window = close_window(Stage(plan.options.stage_root, plan.options.stage), plan.units,
+                                       plan.prepare.log_dirs, plan.run_dir.read_results(), max(duration, 0.0))
+    plan.run_dir.write_prepare(plan.prepare)
 
 
 def verify_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
@@ -223,16 +277,23 @@ def rollback_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[
         skip_task(f"nothing to roll back: broker {broker_id}'s upgrade never started (run {rid} planned no job)")
     report = rollback_run(rid)
     RunDir(rid).write(ROLLBACK_MARKER, {"rollback_run_id": report.run_id, "exit_code": report.exit_code()})
-    return {"run_id": report.run_id, "rolled_back": True, "exit_code": report.exit_code()}
+    out: dict[str, Any] = {"run_id": report.run_id, "rolled_back": True, "exit_code": report.exit_code()}
+    if (window_dir(dag_run_id, broker_id) / STOPPED_MARKER).exists():
+        out["note"] = (f"broker {broker_id} stays stopped (this DAG run stopped it for its window): start it once "
+                       "its originals are checked; the rollout stops here")
+        _note_on_prestage(dag_run_id, broker_id, out["note"])
+    return out
 
 
 def rollout_gate(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> tuple[str, str]:
-    """("go", "") when every broker before this one is upgraded and verified; ("wait", why)
-    while one is still in progress; ("stop", why) when one failed or was rolled back: the
-    rollout stops there."""
+    """("go", "") when every broker before this one is upgraded and verified (and, with a
+    prestage, started again: one broker down at a time); ("wait", why) while one is still in
+    progress; ("stop", why) when one failed or was rolled back: the rollout stops there."""
     store = ReportStore()
     order = [plan.canary, *plan.rest]
     for earlier in order[: order.index(broker_id)]:
+        if plan.prestage and not (window_dir(dag_run_id, earlier) / STARTED_MARKER).exists():
+            return "wait", f"broker {earlier} is not started again yet"
         rd = RunDir(broker_run_id(dag_run_id, earlier))
         if (rd.path / ROLLBACK_MARKER).exists():
             return "stop", f"broker {earlier} was rolled back"
@@ -247,6 +308,97 @@ def rollout_gate(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> tuple[st
         if not rd.read(VERIFY_MARKER).get("ok"):
             return "stop", f"broker {earlier} failed verification"
     return "go", ""
+
+
+# ---------------------------------------------------------------- prestage and windows
+
+
+def stage_id_for(dag_run_id: str, broker_id: int) -> str:
+    """The stage of broker ``broker_id`` in DAG run ``dag_run_id`` (also its prestage report's id)."""
+    return run_id_for(dag_run_id, "stage", f"b{broker_id}")
+
+
+def window_dir(dag_run_id: str, broker_id: int) -> Path:
+    """Where a broker's window keeps its marks (stopped, started): a run directory of its own,
+    so that the upgrade step's stays the upgrade's alone."""
+    return RunDir.path_of(run_id_for(dag_run_id, "window", f"b{broker_id}"))
+
+
+def prestage_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
+    """Stage the broker's closed segments beside it while it runs (upgrade/prestage.py). A
+    prestage that is refused (no space) or meets a corrupt segment only costs time: the
+    window converts whatever is not staged, and its report says what."""
+    if not plan.prestage:
+        return {"broker_id": broker_id, "prestaged": False,
+                "why": "no prestage: the brokers were stopped before the rollout" if not plan.dry_run
+                else "dry run"}
+    sid = stage_id_for(dag_run_id, broker_id)
+    report = prestage_upgrade(plan.log_dirs[broker_id], broker_id=broker_id, options=PrestageOptions(
+        upgrade=plan.options, stage_id=sid))
+    staged = sum(1 for u in report.iter_results() if u.status is UnitStatus.OK)
+    return {"broker_id": broker_id, "prestaged": report.refusal is None, "stage_id": sid, "staged": staged,
+            "exit_code": report.exit_code(), "refusal": report.refusal}
+
+
+def stop_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
+    """Begin the broker's window: run its ``stop`` command, or say the operator must stop it
+    (in the task log, and on the broker's prestage report, which the DAG run's report page
+    lists). Returns what the wait for the lock needs."""
+    wait = {"broker_id": broker_id, "log_dirs": plan.log_dirs[broker_id], "timeout_s": plan.stop_timeout_s,
+            "managed": plan.prestage}
+    if not plan.prestage:
+        return wait  # the brokers were stopped before the rollout (the preflight refuses a live one)
+    cmd = plan.control[broker_id].stop if broker_id in plan.control else []
+    if cmd:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=plan.stop_timeout_s)
+        if done.returncode != 0:
+            raise RuntimeError(f"broker {broker_id}: stop command {shlex.join(cmd)} exited {done.returncode}: "
+                               + (done.stderr or done.stdout).strip()[-500:])
+        note = f"broker {broker_id}: stopped with {shlex.join(cmd)}; waiting for its log dir lock to be released"
+    else:
+        note = (f"broker {broker_id}: waiting for the operator to stop it (the cluster description gives no stop "
+                f"command); the window begins when its log dir lock is released, at most {plan.stop_timeout_s} s "
+                "(stop_timeout_s) from now")
+        _note_on_prestage(dag_run_id, broker_id, note)
+    durable_mkdir(window_dir(dag_run_id, broker_id))
+    RunDir(window_dir(dag_run_id, broker_id).name).write(STOPPED_MARKER, {"at": utcnow().isoformat(), "command": cmd})
+    return wait | {"note": note}
+
+
+def live_log_dirs(log_dirs: list[str]) -> list[str]:
+    """The log dirs whose lock a live process holds (a broker, or another run)."""
+    return [d for d in log_dirs if lock_status(d).live]
+
+
+def start_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
+    """End the broker's window once it is verified: run its ``start`` command, or say the
+    operator starts it now. Only a broker this DAG run stopped (a rolled-back one stays
+    stopped, for the operator: :func:`rollback_broker` says so)."""
+    wd = window_dir(dag_run_id, broker_id)
+    if not plan.prestage or not (wd / STOPPED_MARKER).exists():
+        return {"broker_id": broker_id, "started": False, "why": "not stopped by this DAG run"}
+    cmd = plan.control[broker_id].start if broker_id in plan.control else []
+    if cmd:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=plan.stop_timeout_s)
+        if done.returncode != 0:
+            raise RuntimeError(f"broker {broker_id}: start command {shlex.join(cmd)} exited {done.returncode}: "
+                               + (done.stderr or done.stdout).strip()[-500:])
+        note = f"broker {broker_id}: started with {shlex.join(cmd)}"
+    else:
+        note = f"broker {broker_id}: its window is over: start it now (the cluster description gives no start command)"
+        _note_on_prestage(dag_run_id, broker_id, note)
+    RunDir(wd.name).write(STARTED_MARKER, {"at": utcnow().isoformat(), "command": cmd})
+    return {"broker_id": broker_id, "started": bool(cmd), "note": note}
+
+
+def _note_on_prestage(dag_run_id: str, broker_id: int, note: str) -> None:
+    store = ReportStore()
+    try:
+        report = store.load(stage_id_for(dag_run_id, broker_id))
+    except ReportNotFound:
+        return
+    report.warn(note)
+    store.save(report)
 
 
 def final_report(plan: RolloutPlan, dag_id: str, dag_run_id: str) -> RunReport:

@@ -83,3 +83,48 @@ def test_canary_failure_rolls_back_and_stops_the_rollout(airflow_base_env, dags_
     assert _tree_hash(canary) == canary_before  # rolled back byte for byte, mtimes included
     for b, h in others_before.items():
         assert _tree_hash(sample_cluster.broker_log_dirs[b]) == h, f"broker {b} was touched"
+
+
+def test_upgrade_dag_prestages_live_brokers_and_swaps_in_each_window(airflow_base_env, dags_test, sample_cluster,
+                                                                     tmp_path):
+    """The brokers run (a stand-in holds each log dir's lock): every broker's closed segments are
+    staged beside it, then broker by broker the window stops it with its ``stop`` command, waits
+    (deferred) for the lock to go, swaps the stage in, verifies and starts it again."""
+    import subprocess
+    import sys
+
+    from migration.orchestration.cluster import ClusterDescription
+
+    desc = ClusterDescription.model_validate_json(sample_cluster.description_path.read_text())
+    stand_in = [sys.executable, "-m", "migration.demo.live_broker"]
+    for node in desc.nodes:
+        if node.is_broker:
+            node.stop = [*stand_in, "stop", *node.log_dirs]
+            node.start = [*stand_in, "start", *node.log_dirs]
+    desc.dump(sample_cluster.description_path)
+    env = {**airflow_base_env, "KMIGRATE_OUT": str(tmp_path / "out")}
+    before = {b: _records(d) for b, d in sample_cluster.broker_log_dirs.items()}
+    for d in sample_cluster.broker_log_dirs.values():
+        subprocess.run([*stand_in, "start", str(d)], check=True, env=env, timeout=60)
+    try:
+        rc, state = dags_test(env, "message_format_upgrade",
+                              {"cluster": str(sample_cluster.description_path), "target_format": "v2",
+                               "canary_broker": 1, "dry_run": False, "approval": "auto", "prestage": True,
+                               "stop_timeout_s": 120}, tmp_path / "dag.log")
+        log = (tmp_path / "dag.log").read_text()
+        assert (rc, state) == (0, "success"), log[-5000:]
+        for b, d in sample_cluster.broker_log_dirs.items():
+            assert (d / ".lock").exists()
+            assert _magics(d) == {2}, b
+            assert _records(d) == before[b], f"broker {b}: records changed"
+        reports = [json.loads(p.read_text()) for p in (tmp_path / "out" / "reports").glob("*/report.json")]
+        prestages = [r for r in reports if r["kind"] == "upgrade-prestage"]
+        assert len(prestages) == len(sample_cluster.broker_log_dirs)
+        windows = {b["broker_id"]: b["window"] for r in reports if r["kind"] == "upgrade" and not r.get("steps")
+                   for b in r["brokers"] if b.get("window")}
+        assert set(windows) == set(sample_cluster.broker_log_dirs), windows
+        assert all(w["swapped"] > 0 for w in windows.values()), windows
+        assert log.count("stopped with") >= 3 and log.count("started with") >= 3
+    finally:
+        for d in sample_cluster.broker_log_dirs.values():
+            subprocess.run([*stand_in, "stop", str(d)], env=env, timeout=60)

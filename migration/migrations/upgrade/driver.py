@@ -220,13 +220,13 @@ def execute_upgrade(log_dirs: list[str], *, options: UpgradeOptions, engine: str
         return finalize_upgrade(run_id, engine=engine, plan=plan)
     plan.run_dir.write_results(results)
     if opts.stage is not None and opts.stage_root is not None:
-        plan.prepare.window = _close_window(Stage(opts.stage_root, opts.stage), plan.units, dirs, results,
+        plan.prepare.window = close_window(Stage(opts.stage_root, opts.stage), plan.units, dirs, results,
                                             time.monotonic() - window_start)
         plan.run_dir.write_prepare(plan.prepare)
     return finalize_upgrade(run_id, engine=engine, plan=plan)
 
 
-def _close_window(stage: Stage, units: list[Unit], log_dirs: list[str], results: list[dict[str, Any]],
+def close_window(stage: Stage, units: list[Unit], log_dirs: list[str], results: list[dict[str, Any]],
                   duration_s: float) -> WindowRecord:
     """After the window's units: the stage's segments of these log dirs are dropped (those
     swapped in live on in the log dir under their own names; the rest are of no use now: their
@@ -236,15 +236,19 @@ def _close_window(stage: Stage, units: list[Unit], log_dirs: list[str], results:
     swapped = {(p.partition_dir, p.base_offset) for u in units if u.id in from_stage
                for p in [SegmentParams.model_validate(u.params)]}
     discarded: dict[str, int] = {}
-    for e in stage.entries():
+    entries = stage.entries()
+    ours = []
+    for e in entries:
         d = next((d for d in log_dirs if Path(e.partition_dir).is_relative_to(d)), None)
         if d is None:
             continue  # another broker's, staged under the same id
+        ours.append(e)
         if (e.partition_dir, e.base_offset) not in swapped:
             discarded[d] = discarded.get(d, 0) + 1
-        stage.drop(e.partition_dir, e.base_offset)
-    if not stage.entries():
+    if len(ours) == len(entries):
         stage.discard()
+    else:
+        stage.forget(ours)
     return WindowRecord(stage_id=stage.stage_id, duration_s=duration_s, discarded=discarded)
 
 

@@ -92,14 +92,21 @@ def prepare_preflight(brokers: dict[int, list[str]], *, run_id: str, deep: bool 
     return rd
 
 
-def finalize_preflight(run_id: str, *, params: dict[str, Any] | None = None, save: bool = True) -> RunReport:
+def finalize_preflight(run_id: str, *, params: dict[str, Any] | None = None, save: bool = True,
+                       live_ok: bool = False) -> RunReport:
+    """The preflight's report; a live broker refuses the rollout, but where the rollout stages
+    its segments first and stops each broker for its window (``live_ok``), it is expected."""
     rd = RunDir(run_id)
     prep = rd.read_prepare(PreflightPrepare) or PreflightPrepare(run_id=run_id)
     units, _ = rd.read_job()
     results = {r["unit_id"]: r for r in rd.read_results()}
     report = RunReport.start(RunKind.VALIDATE, params or {}, run_id=run_id)
     for b, dirs in prep.live.items():
-        report.refuse(f"broker {b}: a live process holds the lock of {', '.join(dirs)}")
+        if live_ok:
+            report.warn(f"broker {b} is running (its lock is held: {', '.join(dirs)}): its closed segments are "
+                        "staged beside it, and its window stops it")
+        else:
+            report.refuse(f"broker {b}: a live process holds the lock of {', '.join(dirs)}")
     for u in units:
         report.plan_unit(u.broker_id, u.topic or "-", u.partition or 0, Path(u.path).name, u.size)
         r = results.get(u.id)

@@ -227,6 +227,18 @@ class Stage:
             fsync_dir(d.parent)
         return freed
 
+    def forget(self, entries: list[StagedSegment]) -> None:
+        """Remove staged segments that are of no more use (the window is over): manifests, then
+        files, one fsync per directory at the end. Not durable one by one, because nothing
+        depends on it: a segment a crash brings back is found stale or unused and removed again."""
+        for e in entries:
+            self.manifest_path(e.partition_dir, e.base_offset).unlink(missing_ok=True)
+        for e in entries:
+            shutil.rmtree(self.files_dir(e.partition_dir, e.base_offset), ignore_errors=True)
+        for d in (self.path / MANIFESTS_DIR, self.path / FILES_DIR):
+            if d.is_dir():
+                fsync_dir(d)
+
     def discard(self) -> int:
         """Remove the whole stage (any time: the window links what it uses into the log dir,
         and a staged file linked there stays). Returns the bytes freed."""

@@ -1,0 +1,87 @@
+"""A stand-in for a running broker: a process that holds a log dir's ``.lock`` as Kafka does
+(a POSIX record lock; Kafka's ``FileLock`` takes it with ``FileChannel.tryLock``) until it is
+stopped. ``make demo`` starts one per broker so that the upgrade's prestage runs beside "live"
+brokers, and gives the cluster description its commands as each broker's ``stop`` / ``start``.
+
+    python -m migration.demo.live_broker start LOG_DIR [LOG_DIR ...]   # returns once locked
+    python -m migration.demo.live_broker stop LOG_DIR [LOG_DIR ...]    # returns once released
+    python -m migration.demo.live_broker serve LOG_DIR [LOG_DIR ...]   # the holder itself
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from migration.logdir.model import lock_status
+
+PID_FILE = ".demo-broker.pid"  # beside the log dirs, never inside one (Kafka refuses unknown files)
+WAIT_S = 30.0
+
+
+def _pid_file(log_dirs: list[str]) -> Path:
+    first = Path(log_dirs[0]).resolve()
+    return first.parent / f"{first.name}{PID_FILE}"
+
+
+def serve(log_dirs: list[str]) -> None:
+    fds = []
+    for d in log_dirs:
+        fd = os.open(Path(d) / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fds.append(fd)
+    print("locked", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while True:
+        time.sleep(3600)
+
+
+def start(log_dirs: list[str]) -> int:
+    proc = subprocess.Popen([sys.executable, "-m", "migration.demo.live_broker", "serve", *log_dirs],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != "locked":
+        print(f"could not lock {', '.join(log_dirs)}", file=sys.stderr)
+        return 1
+    _pid_file(log_dirs).write_text(str(proc.pid))
+    print(f"broker stand-in {proc.pid} holds the lock of {', '.join(log_dirs)}")
+    return 0
+
+
+def stop(log_dirs: list[str]) -> int:
+    pf = _pid_file(log_dirs)
+    if not pf.exists():
+        print(f"no broker stand-in runs for {', '.join(log_dirs)}")
+        return 0
+    pid = int(pf.read_text())
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    # Released when the process is gone (even a zombie no parent reaps holds no lock).
+    deadline = time.monotonic() + WAIT_S
+    while any(lock_status(d).live for d in log_dirs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pf.unlink(missing_ok=True)
+    print(f"broker stand-in {pid} stopped")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) < 2 or args[0] not in ("start", "stop", "serve"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    command, log_dirs = args[0], args[1:]
+    if command == "serve":
+        serve(log_dirs)
+        return 0
+    return start(log_dirs) if command == "start" else stop(log_dirs)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
