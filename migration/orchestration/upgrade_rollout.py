@@ -350,10 +350,7 @@ def stop_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str,
         return wait  # the brokers were stopped before the rollout (the preflight refuses a live one)
     cmd = plan.control[broker_id].stop if broker_id in plan.control else []
     if cmd:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=plan.stop_timeout_s)
-        if done.returncode != 0:
-            raise RuntimeError(f"broker {broker_id}: stop command {shlex.join(cmd)} exited {done.returncode}: "
-                               + (done.stderr or done.stdout).strip()[-500:])
+        _run_control(broker_id, "stop", cmd, plan.stop_timeout_s)
         note = f"broker {broker_id}: stopped with {shlex.join(cmd)}; waiting for its log dir lock to be released"
     else:
         note = (f"broker {broker_id}: waiting for the operator to stop it (the cluster description gives no stop "
@@ -363,6 +360,15 @@ def stop_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str,
     durable_mkdir(window_dir(dag_run_id, broker_id))
     RunDir(window_dir(dag_run_id, broker_id).name).write(STOPPED_MARKER, {"at": utcnow().isoformat(), "command": cmd})
     return wait | {"note": note}
+
+
+def _run_control(broker_id: int, what: str, cmd: list[str], timeout_s: int) -> None:
+    """A broker's stop or start command from the cluster description; its failure fails the task
+    with the command, its exit code and its last words."""
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0:
+        raise RuntimeError(f"broker {broker_id}: {what} command {shlex.join(cmd)} exited {done.returncode}: "
+                           + (done.stderr or done.stdout).strip()[-500:])
 
 
 def live_log_dirs(log_dirs: list[str]) -> list[str]:
@@ -379,10 +385,7 @@ def start_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str
         return {"broker_id": broker_id, "started": False, "why": "not stopped by this DAG run"}
     cmd = plan.control[broker_id].start if broker_id in plan.control else []
     if cmd:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=plan.stop_timeout_s)
-        if done.returncode != 0:
-            raise RuntimeError(f"broker {broker_id}: start command {shlex.join(cmd)} exited {done.returncode}: "
-                               + (done.stderr or done.stdout).strip()[-500:])
+        _run_control(broker_id, "start", cmd, plan.stop_timeout_s)
         note = f"broker {broker_id}: started with {shlex.join(cmd)}"
     else:
         note = f"broker {broker_id}: its window is over: start it now (the cluster description gives no start command)"

@@ -126,5 +126,94 @@ def test_upgrade_dag_prestages_live_brokers_and_swaps_in_each_window(airflow_bas
         assert all(w["swapped"] > 0 for w in windows.values()), windows
         assert log.count("stopped with") >= 3 and log.count("started with") >= 3
     finally:
-        for d in sample_cluster.broker_log_dirs.values():
-            subprocess.run([*stand_in, "stop", str(d)], env=env, timeout=60)
+        _stop_stand_ins(sample_cluster, stand_in, env)
+
+
+def _stop_stand_ins(sample_cluster, stand_in: list[str], env: dict[str, str]) -> None:
+    import subprocess
+
+    for d in sample_cluster.broker_log_dirs.values():
+        subprocess.run([*stand_in, "stop", str(d)], env=env, timeout=60)
+
+
+def _stand_in_cluster(sample_cluster, env, *, commands: bool) -> list[str]:
+    import subprocess
+    import sys
+
+    from migration.orchestration.cluster import ClusterDescription
+
+    stand_in = [sys.executable, "-m", "migration.demo.live_broker"]
+    desc = ClusterDescription.model_validate_json(sample_cluster.description_path.read_text())
+    for node in desc.nodes:
+        if node.is_broker and commands:
+            node.stop = [*stand_in, "stop", *node.log_dirs]
+            node.start = [*stand_in, "start", *node.log_dirs]
+    desc.dump(sample_cluster.description_path)
+    for d in sample_cluster.broker_log_dirs.values():
+        subprocess.run([*stand_in, "start", str(d)], check=True, env=env, timeout=60)
+    return stand_in
+
+
+def test_a_window_without_a_stop_command_waits_deferred_for_the_operator(airflow_base_env, dags_test,
+                                                                         sample_cluster, tmp_path):
+    """No stop command: the window says the operator must stop the broker (task log, prestage
+    report) and waits in the triggerer; the operator stops it a while later and the window goes
+    on. Broker 1 alone (the canary), still stopped at the end: the operator starts it."""
+    import subprocess
+    import threading
+    import time
+
+    env = {**airflow_base_env, "KMIGRATE_OUT": str(tmp_path / "out")}
+    stand_in = _stand_in_cluster(sample_cluster, env, commands=False)
+    canary = sample_cluster.broker_log_dirs[1]
+    before = _records(canary)
+    reports = tmp_path / "out" / "reports"
+
+    def operator_stops_it() -> None:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            notes = [w["message"] for p in reports.glob("*stage-b1/report.json")
+                     for w in json.loads(p.read_text())["warnings"]]
+            if any("waiting for the operator to stop it" in n for n in notes):
+                time.sleep(5)  # the sensor has deferred by now
+                subprocess.run([*stand_in, "stop", str(canary)], env=env, timeout=60)
+                return
+            time.sleep(0.5)
+
+    operator = threading.Thread(target=operator_stops_it, daemon=True)
+    operator.start()
+    try:
+        rc, state = dags_test(env, "message_format_upgrade",
+                              {"cluster": str(sample_cluster.description_path), "target_format": "v2",
+                               "canary_broker": 1, "brokers": [1], "dry_run": False, "approval": "auto",
+                               "prestage": True, "stop_timeout_s": 300}, tmp_path / "dag.log")
+        log = (tmp_path / "dag.log").read_text()
+        assert (rc, state) == (0, "success"), log[-5000:]
+        assert "waiting for the operator to stop it" in log
+        assert "Pausing task as DEFERRED" in log and "Trigger completed" in log  # waited in the triggerer
+        assert _magics(canary) == {2} and _records(canary) == before
+        stage_report = json.loads(next(reports.glob("*stage-b1/report.json")).read_text())
+        assert any("start it now" in w["message"] for w in stage_report["warnings"])
+    finally:
+        operator.join(timeout=1)
+        _stop_stand_ins(sample_cluster, stand_in, env)
+
+
+def test_a_broker_that_does_not_stop_fails_its_window_naming_the_timeout(airflow_base_env, dags_test,
+                                                                        sample_cluster, tmp_path):
+
+    env = {**airflow_base_env, "KMIGRATE_OUT": str(tmp_path / "out")}
+    stand_in = _stand_in_cluster(sample_cluster, env, commands=False)
+    canary = sample_cluster.broker_log_dirs[1]
+    before = _tree_hash(canary)
+    try:
+        rc, state = dags_test(env, "message_format_upgrade",
+                              {"cluster": str(sample_cluster.description_path), "target_format": "v2",
+                               "canary_broker": 1, "brokers": [1], "dry_run": False, "approval": "auto",
+                               "prestage": True, "stop_timeout_s": 5}, tmp_path / "dag.log")
+        log = (tmp_path / "dag.log").read_text()
+        assert state == "failed", log[-5000:]
+        assert "did not stop within stop_timeout_s=5 s" in log
+        assert _tree_hash(canary) == before  # nothing touched: the broker never stopped
+    finally:
+        _stop_stand_ins(sample_cluster, stand_in, env)

@@ -24,12 +24,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from conftest import tree_state
 from kafka_loader import read_log_dir_records, simulate_log_dir_startup
+from spark_kill import killed_at_fault
 from typer.testing import CliRunner
 
 from migration.audit.model import UnitStatus
@@ -40,7 +40,6 @@ from migration.migrations.common.backup import unit_backups
 from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, rollback_run
 from migration.migrations.upgrade.prestage import PrestageOptions, prestage_upgrade
 from migration.migrations.upgrade.stage import Stage
-from migration.runtime.faults import session_pids
 
 CRASH_JOB = Path(__file__).with_name("crash_job.py")
 SEGMENT_BYTES = 24 * 1024
@@ -302,14 +301,6 @@ SPARK_FAULTS = [
 ]
 
 
-def _wait_session_gone(sid: int, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not session_pids(sid):
-            return True
-        time.sleep(0.1)
-    return False
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "faults"), SPARK_FAULTS, ids=[s[0] for s in SPARK_FAULTS])
@@ -322,18 +313,9 @@ def test_spark_window_killed_then_kafka_load_rerun_and_rollback(staged_log_dir, 
     fault_dir.mkdir()
     env = os.environ | {"KMIGRATE_FAULT_AT": faults, "KMIGRATE_FAULT_DIR": str(fault_dir),
                         "PYTHONPATH": str(Path.cwd())}
-    proc = subprocess.Popen([sys.executable, "-m", "migration", "upgrade", str(log_dir), "--to", "v2",
-                             "--engine", "spark", "--master", "local[2]", "--run-id", run_id, "--stage", STAGE_ID,
-                             "--segment-bytes", str(SEGMENT_BYTES)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        output, _ = proc.communicate(timeout=240)
-    finally:
-        for pid in session_pids(proc.pid):  # never leave a stray JVM behind
-            os.kill(pid, signal.SIGKILL)
-    assert proc.returncode == -signal.SIGKILL, f"fault point not reached: rc {proc.returncode}\n{output[-3000:]}"
-    assert _wait_session_gone(proc.pid), "a process of the killed tree is still alive"
+    killed_at_fault([sys.executable, "-m", "migration", "upgrade", str(log_dir), "--to", "v2",
+                     "--engine", "spark", "--master", "local[2]", "--run-id", run_id, "--stage", STAGE_ID,
+                     "--segment-bytes", str(SEGMENT_BYTES)], env)
     assert Stage(stage_root, STAGE_ID).exists()
 
     _assert_kafka_loads_every_record_once(log_dir, tmp_path / "kafka-view", expected)

@@ -17,19 +17,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from conftest import tree_state
 from kafka_loader import read_log_dir_records, simulate_log_dir_startup
+from spark_kill import killed_at_fault
 
 from migration.logdir.validation import validate_paths
 from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, rollback_run
-from migration.runtime.faults import session_pids
 
 pytestmark = pytest.mark.slow
 
@@ -63,15 +60,6 @@ def source(sample_cluster_template) -> tuple[Path, dict[str, list[tuple]]]:
     return src, read_log_dir_records(src)
 
 
-def _wait_session_gone(sid: int, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not session_pids(sid):
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def _state_of_run(out: Path, run_id: str) -> dict[str, Path]:
     return {"runs": out / "runs" / run_id, "backups": out / "backups" / run_id}
 
@@ -99,17 +87,8 @@ def test_spark_upgrade_killed_then_kafka_load_rollback_and_rerun(source, tmp_pat
     fault_dir.mkdir()
     env = os.environ | {"KMIGRATE_FAULT_AT": faults, "KMIGRATE_FAULT_DIR": str(fault_dir),
                         "PYTHONPATH": str(Path.cwd())}
-    proc = subprocess.Popen([sys.executable, "-m", "migration", "upgrade", str(log_dir), "--to", "v2",
-                             "--engine", "spark", "--master", "local[2]", "--run-id", run_id],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        output, _ = proc.communicate(timeout=240)
-    finally:
-        for pid in session_pids(proc.pid):  # never leave a stray JVM behind
-            os.kill(pid, signal.SIGKILL)
-    assert proc.returncode == -signal.SIGKILL, f"fault point not reached: rc {proc.returncode}\n{output[-3000:]}"
-    assert _wait_session_gone(proc.pid), "a process of the killed tree is still alive"
+    killed_at_fault([sys.executable, "-m", "migration", "upgrade", str(log_dir), "--to", "v2",
+                     "--engine", "spark", "--master", "local[2]", "--run-id", run_id], env)
     crashed = tmp_path / "crashed"
     shutil.copytree(log_dir, crashed, copy_function=shutil.copy2)
     run_state = _state_of_run(private_out, run_id)
