@@ -305,7 +305,8 @@ class StopWindow(_Model):
     swapped: NonNegativeInt = Field(description="Segments swapped in from the stage")
     converted: NonNegativeInt = Field(description="Segments converted in the window (changed, or active, when staged)")
     discarded: NonNegativeInt = Field(description="Staged segments not used: their original changed or is gone")
-    duration_s: NonNegativeFloat = Field(description="From the window run's start to its last unit's end")
+    duration_s: NonNegativeFloat = Field(description="kmigrate upgrade --stage: from the run's start to its last "
+                                         "unit's end; the DAG: from the broker's stop to its upgrade step's end")
 
     def describe(self, broker_id: int) -> str:
         return (f"broker {broker_id} stop window {self.duration_s:.1f} s: {self.swapped} segment(s) swapped in from "

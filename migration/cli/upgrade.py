@@ -12,7 +12,15 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from migration.cli.common import ENGINE_HELP, EngineName, check_paths, check_run_id, console, err_console
+from migration.cli.common import (
+    ENGINE_HELP,
+    EngineName,
+    check_paths,
+    check_run_id,
+    console,
+    err_console,
+    usage_error,
+)
 from migration.cli.progress import engine_progress
 from migration.logdir.paths import Need
 from migration.migrations.upgrade.options import TargetFormat  # 7 ms: the option's choices
@@ -68,7 +76,7 @@ def upgrade(
     prestage: Annotated[bool, typer.Option(
         "--prestage", help="With the broker RUNNING: convert its closed segments into a stage (no lock taken, "
         "nothing written in a log dir); --run-id names the stage. Then, with the broker stopped, swap them in "
-        "with --stage.")] = False,
+        "with --stage. Runs inline, one segment at a time.")] = False,
     stage: Annotated[str | None, typer.Option(
         "--stage", help="The stop window: swap in the segments this prestage staged whose originals are "
         "unchanged, convert the rest.")] = None,
@@ -92,17 +100,18 @@ def upgrade(
     if discard_stage is not None:
         _discard(log_dirs, discard_stage, stage_root)
     if to_value is None:
-        from migration.cli.common import usage_error
-
         raise usage_error("upgrade", "--to is required: v1 or v2")
     if prestage and stage is not None:
-        raise typer.BadParameter("--prestage makes a stage, --stage swaps one in: one at a time",
-                                 param_hint="--stage")
+        raise usage_error("upgrade", "--prestage makes a stage, --stage swaps one in: give one of them")
+    if prestage and dry_run:
+        raise usage_error("upgrade", "--prestage with --dry-run: a dry run of the upgrade itself plans what the "
+                                     "prestage would convert (drop --prestage)")
+    if not prestage and (budget is not None or io_rate is not None):
+        raise usage_error("upgrade", "--budget and --io-rate pace a --prestage; the window and an offline upgrade "
+                                     "run at full speed")
     try:
         to = TargetFormat(to_value)
     except ValueError:
-        from migration.cli.common import usage_error
-
         raise usage_error("upgrade", f"--to {to_value!r} is not a message format kmigrate writes: use "
                                      + " or ".join(t.value for t in TargetFormat)) from None
     if assign_leader_epoch and to is not TargetFormat.V2:
@@ -151,13 +160,14 @@ def _discard(log_dirs: list[Path], stage_id: str, stage_root: Path | None) -> No
     from migration.settings import default_stage_root
 
     check_run_id("upgrade", stage_id, "--discard-stage")
+    check_paths("upgrade", log_dirs, Need.BROKER_LOG_DIR)
     root = stage_root.resolve() if stage_root else default_stage_root([str(d) for d in log_dirs])
     s = Stage(root, stage_id)
     if not s.exists():
-        err_console.print(f"kmigrate upgrade: no stage {stage_id} in {root}: nothing to discard", highlight=False,
-                          soft_wrap=True)
-        raise typer.Exit(0)
-    entries = len(s.entries())
+        err_console.print(f"kmigrate upgrade: no stage {stage_id} in {root}: nothing to discard (another "
+                          "--stage-root?)", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+    entries = s.manifest_count()  # counted, not read: a damaged manifest is discarded too
     freed = s.discard()
     console.print(f"stage {stage_id} discarded: {entries} staged segment(s), {freed:,} bytes freed", highlight=False,
                   soft_wrap=True)

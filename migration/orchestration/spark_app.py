@@ -24,7 +24,7 @@ from migration.migrations.upgrade import driver as upgrade
 from migration.migrations.upgrade import preflight
 from migration.runtime.documents import DocumentError, JobDocument, ResultsDocument
 from migration.runtime.engine import get_engine
-from migration.runtime.safety import Refused, RunLock, holding_locks
+from migration.runtime.safety import Refused, RunLock, holding_locks, remove_under_lock
 from migration.settings import apply_state_env
 
 # every kind of unit a DAG's Spark job may run, by the migration that defines it
@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # The process that rewrites holds the log dirs' locks, so no broker starts meanwhile.
         with holding_locks(lock_dirs, run_lock):
+            remove_under_lock(options)
             results = get_engine(args.engine).run(units, options, kinds=UNIT_KINDS)
     except Refused as exc:
         results = [{"unit_id": u.id, "kind": u.kind, "status": "refused", "error": str(exc)} for u in units]

@@ -20,10 +20,12 @@ import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
 from migration.formats import names
+from migration.formats.fileio import durable_unlink
 from migration.logdir.model import LockHolder, LogDirLock, lock_status
 from migration.runtime.runs import IN_FLIGHT_STATES, journal_states
 from migration.settings import device_of, is_inside, runs_dir
@@ -103,6 +105,18 @@ def check_backup_root(backup_root: str | os.PathLike[str], log_dirs: Sequence[st
     return [f"{d}: backups are copies, not hard links (slower, and as much space again): backup root "
             f"{backup_root} is on another file system; a --backup-root on the log dir's file system, outside it, "
             "links them" for d in log_dirs if device_of(d) != root_device]
+
+
+# A job option: files Kafka's log loader removes at startup (a broker's pending deletes), which
+# the process that holds the log dirs' locks removes before the job's first unit: never while
+# a broker could start, and never before the run is sure to go ahead.
+REMOVE_UNDER_LOCK = "remove_under_lock"
+
+
+def remove_under_lock(options: dict[str, Any]) -> list[Path]:
+    """Remove (durably) the job's ``REMOVE_UNDER_LOCK`` files that are still there; the caller
+    holds the log dirs' locks. Returns those it removed."""
+    return durable_unlink(*options.get(REMOVE_UNDER_LOCK, []))
 
 
 @contextlib.contextmanager

@@ -52,6 +52,7 @@ from migration.migrations.upgrade.plan import (
     UpgradePrepare,
     WindowRecord,
     load_plan,
+    pending_deletes_note,
     prepare_upgrade,
     run_lock,
 )
@@ -71,6 +72,7 @@ from migration.runtime.safety import (
     RunLock,
     check_not_live,
     holding_locks,
+    remove_under_lock,
 )
 from migration.settings import default_backup_root
 
@@ -212,6 +214,13 @@ def execute_upgrade(log_dirs: list[str], *, options: UpgradeOptions, engine: str
     lock = opts.run_lock or run_lock(dirs, opts.target, run_id)
     try:
         with holding_locks(dirs, lock):
+            removed = remove_under_lock(opts.model_dump(mode="json"))
+            if removed:
+                note = pending_deletes_note(opts.remove_under_lock, removed=False)
+                plan.prepare.warnings = [w if w != note else pending_deletes_note([str(p) for p in removed],
+                                                                                  removed=True)
+                                         for w in plan.prepare.warnings]
+                plan.run_dir.write_prepare(plan.prepare)
             results = get_engine(engine, master=master, spark=spark).run(
                 plan.units, opts.model_dump(mode="json"), progress, kinds=UNIT_KINDS)
     except Refused as exc:
@@ -219,7 +228,7 @@ def execute_upgrade(log_dirs: list[str], *, options: UpgradeOptions, engine: str
         plan.run_dir.write_prepare(plan.prepare)
         return finalize_upgrade(run_id, engine=engine, plan=plan)
     plan.run_dir.write_results(results)
-    if opts.stage is not None and opts.stage_root is not None:
+    if opts.stage is not None and opts.stage_root is not None and plan.prepare.window is None:
         plan.prepare.window = close_window(Stage(opts.stage_root, opts.stage), plan.units, dirs, results,
                                             time.monotonic() - window_start)
         plan.run_dir.write_prepare(plan.prepare)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from migration.formats import names
 from migration.formats.errors import KafkaFormatError
-from migration.formats.fileio import durable_unlink
 from migration.logdir.findings import FindingCode
 from migration.logdir.model import Partition, Segment, scan_log_dir
 from migration.logdir.validate import ValidationResult, validate_segment
@@ -125,6 +125,8 @@ class UpgradeJobOptions(UpgradeOptions):
 
     backup_root: str  # resolved: always set in a job
     stage_root: str | None = None  # resolved when there is a stage
+    remove_under_lock: list[str] = Field(default_factory=list, description="Kafka's pending deletes, removed "
+                                         "once the run holds the locks (runtime/safety.py REMOVE_UNDER_LOCK)")
     run_id: str
     run_dir: str
     run_lock: RunLock | None = None
@@ -231,21 +233,17 @@ def _leftovers(partition_dir: Path) -> tuple[list[str], list[str]]:
     return sorted(staged), sorted(deleted)
 
 
-def _settle_kafka_deletes(paths: list[str], *, dry_run: bool) -> list[str]:
-    """Kafka's pending deletes (``.deleted`` files where no replacement is in flight) go before
-    the run, as Kafka's loader would remove them at the next start: the run's replacements
-    rename segments to ``.deleted`` too, and a resume must find only its own. A dry run only
-    says so. Returns the run's warnings."""
-    if not paths:
-        return []
-    dirs = sorted({str(Path(p).parent) for p in paths})
+def pending_deletes_note(paths: list[str], *, removed: bool) -> str:
+    """What the report says of Kafka's pending deletes (``.deleted`` files where no replacement
+    is in flight): the run removes them first, under the log dir lock (``REMOVE_UNDER_LOCK``,
+    runtime/safety.py), as Kafka's loader would at the next start; the run's replacements rename
+    segments to ``.deleted`` too, and a resume must find only its own."""
+    dirs = {str(Path(p).parent) for p in paths}
     listed = ", ".join(Path(p).name for p in paths[:5]) + (" ..." if len(paths) > 5 else "")
-    if dry_run:
-        return [f"{len(paths)} .deleted file(s) in {len(dirs)} partition dir(s), deletes Kafka had not "
-                f"finished ({listed}): the run removes them first, as Kafka's log loader would at startup"]
-    durable_unlink(*paths)
-    return [f"removed {len(paths)} .deleted file(s) in {len(dirs)} partition dir(s), deletes Kafka had not "
-            f"finished ({listed}), as Kafka's log loader would at startup"]
+    what = f"{len(paths)} .deleted file(s) in {len(dirs)} partition dir(s), deletes Kafka had not finished ({listed})"
+    if removed:
+        return f"removed {what}, as Kafka's log loader would at startup"
+    return f"{what}: the run removes them first, under the log dir lock, as Kafka's log loader would at startup"
 
 
 def _in_flight() -> dict[str, set[str]]:
@@ -326,6 +324,7 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                           "--stage every segment is converted in the window")
     staged = {(e.partition_dir, e.base_offset): e for e in Stage(stage_root, options.stage).entries()} \
         if options.stage is not None and stage_root is not None else {}
+    _check_stage_options(options, staged.values())
     leftovers: list[str] = []
     pending_deletes: list[str] = []
     in_flight: dict[str, set[str]] | None = None
@@ -403,11 +402,13 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                     "log loader resolves them), stop it cleanly, and run again")
         raise Refused("leftover files of an interrupted segment replacement: " + ", ".join(leftovers[:5])
                       + (" ..." if len(leftovers) > 5 else "") + "; " + how)
-    warnings += _settle_kafka_deletes(pending_deletes, dry_run=options.dry_run)
+    if pending_deletes:
+        warnings.append(pending_deletes_note(pending_deletes, removed=False))
     job_options = UpgradeJobOptions(**options.model_dump(exclude={"backup_root", "stage_root"}),
                                     backup_root=backup_root, stage_root=stage_root,
                                     run_id=run_id, run_dir=str(rd.path.resolve()),
-                                    run_lock=run_lock(dirs, options.target, run_id))
+                                    run_lock=run_lock(dirs, options.target, run_id),
+                                    remove_under_lock=pending_deletes)
     prepare = UpgradePrepare(run_id=run_id, started_at=started.isoformat(), log_dirs=dirs, dry_run=options.dry_run,
                              target=options.target, warnings=warnings, skipped=skipped, corrupt=corrupt,
                              ineligible=ineligible, estimates=estimates,
@@ -427,6 +428,18 @@ def _segment_unit(broker_id: int, dir_index: int, log_dir: str, part: Partition,
                 params=SegmentParams(partition_dir=str(pdir), base_offset=seg.base_offset, next_base_offset=next_base,
                                      mtime_ns=seg.mtime_ns, formats=formats,
                                      index_repairs=index_repairs).model_dump(mode="json"))
+
+
+def _check_stage_options(options: UpgradeOptions, entries: Iterable[StagedSegment]) -> None:
+    """A window with other conversion options than its prestage's could use none of its stage:
+    refused, naming the differences, rather than converting everything in the window."""
+    wanted = conversion_of(options)
+    for e in entries:
+        if e.conversion != wanted:
+            raise Refused(f"stage {e.stage_id} was made with other options than this run's ("
+                          + "; ".join(e.conversion.differences(wanted)) + "): run the window with the prestage's "
+                          "options (its report prints the command), or discard the stage (--discard-stage "
+                          f"{e.stage_id}) and prestage again")
 
 
 def _staged_current(entry: StagedSegment, partition_dir: Path, next_base: int | None, options: UpgradeOptions) -> bool:

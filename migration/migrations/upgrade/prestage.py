@@ -16,15 +16,16 @@ current, drops what Kafka changed, and stages what is new (``--budget`` bounds o
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from migration.audit.model import Finding, FindingCode, OffsetRange, RunKind, RunReport, UnitResult, UnitStatus
-from migration.audit.store import ReportStore
+from migration.audit.store import ReportNotFound, ReportStore
 from migration.formats import names
 from migration.formats.errors import KafkaFormatError
 from migration.logdir.model import scan_log_dir
@@ -36,14 +37,14 @@ from migration.migrations.upgrade.stage import (
     Stage,
     StagedSegment,
     conversion_of,
+    epochs_in_range,
     identities,
     leader_epochs_after,
-    relevant_epochs,
     segment_files,
     still_current,
 )
 from migration.runtime.safety import Refused
-from migration.settings import default_stage_root, device_of
+from migration.settings import default_stage_root, device_of, is_inside
 
 # Room kept free beyond the staged bytes: a conversion may grow a segment (v0 to v2 with tiny
 # records), and the broker goes on writing while the stage fills.
@@ -144,7 +145,7 @@ def stage_segment(stage: Stage, partition_dir: Path, base_offset: int, next_base
     entry = StagedSegment(
         stage_id=stage.stage_id, partition_dir=str(partition_dir), base_offset=base_offset,
         next_base_offset=next_base_offset, conversion=conversion,
-        leader_epochs=relevant_epochs(epochs, next_base_offset) if conversion.target_magic == 2 else [],
+        leader_epochs=epochs_in_range(epochs, base_offset, next_base_offset) if conversion.target_magic == 2 else [],
         originals=originals, original_ids=before, outputs=rr.outputs, staged_ids=staged,
         bytes_before=rr.bytes_before, bytes_by_magic_before=rr.bytes_by_magic_before,
         digest_before=rr.digest_before, digest_after=after, split_batches=rr.split_batches, warnings=rr.warnings)
@@ -165,12 +166,48 @@ class _Candidate(BaseModel):
 
 
 def _check_place(root: Path, dirs: list[str]) -> None:
-    root.mkdir(parents=True, exist_ok=True)
+    """The stage root: outside every log dir (Kafka refuses to start on a log dir holding a
+    directory that is no partition) and on their file system (the window links, never copies)."""
+    inside = [d for d in dirs if is_inside(root, d)]
+    if inside:
+        raise Refused(f"the stage root {root} is inside log dir {inside[0]}: Kafka would refuse to start on it; give "
+                      "--stage-root outside every log dir, on their file system")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise Refused(f"the stage root {root} cannot be created: {exc.strerror or exc}") from None
     other = [d for d in dirs if device_of(d) != device_of(root)]
     if other:
         raise Refused(f"the stage root {root} is on another file system than log dir(s) {', '.join(other)}: the "
                       "stop window would copy the staged segments instead of linking them; give --stage-root on "
                       "their file system (one prestage per file system)")
+
+
+def _check_report_id(stage_id: str) -> None:
+    """The stage id names the prestage's report: never another kind of run's."""
+    try:
+        kind = ReportStore().load(stage_id).kind
+    except (ReportNotFound, OSError, ValueError):
+        return
+    if kind is not RunKind.PRESTAGE:
+        raise Refused(f"{stage_id} is the id of a {kind.value} run: give the prestage another --run-id")
+
+
+def window_command(dirs: list[str], options: UpgradeOptions, stage_id: str, stage_root: str | None) -> str:
+    """The stop window's command: the prestage's conversion options, so that its stage is used."""
+    words = ["kmigrate", "upgrade", *dirs, "--to", options.target.value, "--stage", stage_id]
+    defaults = UpgradeOptions(target=options.target)
+    for flag, value, default in (("--segment-bytes", options.segment_bytes, defaults.segment_bytes),
+                                 ("--max-message-bytes", options.max_message_bytes, defaults.max_message_bytes)):
+        if value != default:
+            words += [flag, str(value)]
+    words += ["--stamp-v0-with-mtime"] * options.stamp_v0_with_mtime + ["--assign-leader-epoch"] * \
+        options.assign_leader_epoch
+    for topic in options.excluded_topics:
+        words += ["--exclude-topic", topic]
+    if stage_root:
+        words += ["--stage-root", stage_root]
+    return shlex.join(words)
 
 
 def _check_space(root: Path, need_bytes: int) -> None:
@@ -196,6 +233,7 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
         "log_dirs": dirs, "stage_id": options.stage_id, "stage_root": str(root), "target": opts.target.value,
         "budget": options.budget, "io_rate": options.io_rate}, run_id=options.stage_id)
     try:
+        _check_report_id(options.stage_id)
         _check_place(root, dirs)
         candidates, kept, active = _survey(report, stage, dirs, opts, conversion, broker_id)
         for orphan in stage.orphans():
@@ -224,9 +262,8 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
     staged = [u for u in report.iter_results() if u.status is UnitStatus.OK]
     report.warn(f"stage {options.stage_id} in {stage.path}: {len(staged)} segment(s) staged now, {kept} kept from an "
                 f"earlier pass, {len(later)} left for a later pass, {active} active segment(s) left for the window; "
-                "swap them in with the broker stopped: kmigrate upgrade " + " ".join(dirs)
-                + f" --to {opts.target.value} --stage {options.stage_id}"
-                + (f" --stage-root {root}" if options.stage_root else ""))
+                "swap them in with the broker stopped: "
+                + window_command(dirs, opts, options.stage_id, str(root) if options.stage_root else None))
     report.finish()
     ReportStore().save(report)
     return report
@@ -253,7 +290,7 @@ def _survey(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptio
     seen: set[tuple[str, int]] = set()
     target = opts.target_magic
     for d in dirs:
-        ld = scan_log_dir(d, stats=False)
+        ld = _scan_live(d)
         bid = broker_id if broker_id is not None else (ld.node_id if ld.node_id is not None else -1)
         for part in ld.partitions:
             if part.kind != names.PartitionDirKind.LIVE.value or part.topic in opts.excluded_topics:
@@ -263,6 +300,8 @@ def _survey(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptio
                 epochs = leader_epochs_after(pdir, opts.assign_leader_epoch) if target == 2 else []
             except KafkaFormatError:
                 continue  # the window reports the checkpoint as corrupt
+            except FileNotFoundError:
+                continue  # the partition is being deleted
             segs = part.segments
             active += 1 if segs else 0
             for k, seg in enumerate(segs[:-1]):  # the last is the active segment: the broker writes it
@@ -282,7 +321,7 @@ def _survey(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptio
                     continue
                 if entry is not None:
                     stage.drop(*key)
-                if seg.size and not _in_target(pdir / seg.log_file, target):
+                if seg.size and _in_target(pdir / seg.log_file, target) is False:
                     candidates.append(_Candidate(broker_id=bid, topic=part.topic, partition=part.partition,
                                                  partition_dir=str(pdir), base_offset=seg.base_offset,
                                                  next_base_offset=nxt, size=seg.size, epochs=epochs))
@@ -292,13 +331,28 @@ def _survey(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptio
     return candidates, kept, active
 
 
-def _in_target(log: Path, target: int) -> bool:
+def _scan_live(log_dir: str, attempts: int = 3) -> Any:
+    """A live broker's log dir, scanned: a partition directory Kafka renames (deletion) or a
+    segment it deletes while the scan reads may make it fail; it is read again."""
+    for attempt in range(attempts):
+        try:
+            return scan_log_dir(log_dir, stats=False)
+        except FileNotFoundError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _in_target(log: Path, target: int) -> bool | None:
     """Whether a segment's first batch is in the target format already (the magic byte sits at
     byte 16 in every format): such a segment is nearly always wholly so, the window leaves it as
     it is, and staging it would be work for nothing; one with older batches after a newer (a
     lowered message.format.version) the window converts on the spot."""
-    with open(log, "rb") as f:
-        head = f.read(17)
+    try:
+        with open(log, "rb") as f:
+            head = f.read(17)
+    except FileNotFoundError:
+        return None  # deleted by Kafka since the scan: nothing to stage
     return len(head) == 17 and head[16] >= target
 
 

@@ -30,6 +30,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from migration import __version__
 from migration.formats import names
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 from migration.formats.digest import RecordDigest
@@ -39,6 +40,7 @@ from migration.migrations.common.leader_epoch import plan_assignment
 from migration.migrations.upgrade.options import UpgradeOptions
 from migration.migrations.upgrade.rewrite import OutputSegment
 from migration.runtime.documents import RunDocument
+from migration.runtime.safety import Refused
 
 FILES_DIR = "files"
 MANIFESTS_DIR = "manifests"
@@ -81,7 +83,8 @@ def identities(directory: Path, file_names: list[str]) -> list[FileIdentity] | N
 
 
 class Conversion(BaseModel):
-    """The options a staged conversion was made with: the window uses it only for the same."""
+    """What a staged conversion was made with: the window uses it only when it would make the
+    same (the same options, and the same kmigrate: a later one may convert differently)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -90,6 +93,13 @@ class Conversion(BaseModel):
     max_message_bytes: int
     index_interval_bytes: int
     stamp_v0_with_mtime: bool
+    assign_leader_epoch: bool
+    tool_version: str
+
+    def differences(self, other: Conversion) -> list[str]:
+        """``name: this -> other`` for every field that differs."""
+        mine, theirs = self.model_dump(), other.model_dump()
+        return [f"{k}: {mine[k]} -> {theirs[k]}" for k in mine if mine[k] != theirs[k]]
 
 
 class StagedSegment(RunDocument):
@@ -106,7 +116,8 @@ class StagedSegment(RunDocument):
     next_base_offset: int | None
     conversion: Conversion
     leader_epochs: list[tuple[int, int]] = Field(
-        default_factory=list, description="(epoch, start offset) entries below next_base_offset the v2 batches got")
+        default_factory=list, description="(epoch, from offset) over the segment's offsets: the epochs its v2 "
+        "batches got (epochs_in_range)")
     originals: list[BackupFile] = Field(description="The segment's files as read (checksums for the backup)")
     original_ids: list[FileIdentity] = Field(description="Their identities, the same before and after the read")
     outputs: list[OutputSegment]
@@ -128,16 +139,27 @@ class StagedSegment(RunDocument):
         return sum(i.size for i in self.staged_ids)
 
 
-def relevant_epochs(entries: list[tuple[int, int]], next_base_offset: int | None) -> list[tuple[int, int]]:
-    """The leader-epoch entries that decide the epochs of a segment's batches: those starting
-    below its end (a truncation or a new leader only changes entries above a closed segment)."""
-    return [(e, s) for e, s in entries if next_base_offset is None or s < next_base_offset]
+def epochs_in_range(entries: list[tuple[int, int]], base_offset: int, next_base_offset: int | None
+                    ) -> list[tuple[int, int]]:
+    """The leader epochs a segment's batches get, as (epoch, from offset) over [base offset,
+    next base offset): the entry covering the base offset (its start moved up to it), then the
+    entries starting inside. Entries elsewhere do not matter: retention moves the first entry's
+    start up (``LeaderEpochFileCache.truncateFromStart``), a new leader or a truncation changes
+    entries above a closed segment."""
+    out: list[tuple[int, int]] = []
+    for epoch, start in entries:
+        if start <= base_offset:
+            out = [(epoch, base_offset)]
+        elif next_base_offset is None or start < next_base_offset:
+            out.append((epoch, start))
+    return out
 
 
 def conversion_of(options: UpgradeOptions) -> Conversion:
     return Conversion(target_magic=options.target_magic, segment_bytes=options.segment_bytes,
                       max_message_bytes=options.max_message_bytes, index_interval_bytes=options.index_interval_bytes,
-                      stamp_v0_with_mtime=options.stamp_v0_with_mtime)
+                      stamp_v0_with_mtime=options.stamp_v0_with_mtime,
+                      assign_leader_epoch=options.assign_leader_epoch, tool_version=__version__)
 
 
 def segment_files(partition_dir: Path, base_offset: int) -> list[str]:
@@ -146,8 +168,9 @@ def segment_files(partition_dir: Path, base_offset: int) -> list[str]:
 
 
 def leader_epochs_after(partition_dir: Path, assign: bool) -> list[tuple[int, int]]:
-    """The leader-epoch entries the window's rewrite will see: the checkpoint's, with epoch 0
-    from the log start offset when ``--assign-leader-epoch`` adds it first (leader_epoch.py)."""
+    """The leader-epoch entries a rewrite of this partition's segments uses: the checkpoint's,
+    with epoch 0 from the log start offset when ``--assign-leader-epoch`` will add it first
+    (leader_epoch.py; ``assign=False`` once it has)."""
     if assign:
         plan = plan_assignment(partition_dir)
         if plan is not None:
@@ -165,7 +188,7 @@ def still_current(entry: StagedSegment, partition_dir: Path, next_base_offset: i
     link moved it (its backup)."""
     if entry.conversion != conversion or entry.next_base_offset != next_base_offset:
         return False
-    if relevant_epochs(epochs, next_base_offset) != [tuple(e) for e in entry.leader_epochs]:
+    if epochs_in_range(epochs, entry.base_offset, next_base_offset) != [tuple(e) for e in entry.leader_epochs]:
         return False
     files = segment_files(partition_dir, entry.base_offset)
     now = identities(partition_dir, files)
@@ -199,8 +222,23 @@ class Stage:
         return StagedSegment.read(p) if p.exists() else None
 
     def entries(self) -> list[StagedSegment]:
+        """Every staged segment; an unreadable manifest (damaged, or a newer kmigrate's) is
+        :class:`Refused`, naming it and the way out."""
         mdir = self.path / MANIFESTS_DIR
-        return [StagedSegment.read(p) for p in sorted(mdir.glob("*.json"))] if mdir.is_dir() else []
+        out = []
+        for p in sorted(mdir.glob("*.json")) if mdir.is_dir() else []:
+            try:
+                out.append(StagedSegment.read(p))
+            except (OSError, ValueError) as exc:
+                where = str(exc) if str(p) in str(exc) else f"{p}: {exc}"
+                raise Refused(f"stage {self.stage_id}: {where}; discard the stage (kmigrate upgrade LOG_DIR... "
+                              f"--discard-stage {self.stage_id} --stage-root {self.root}) and prestage again"
+                              ) from None
+        return out
+
+    def manifest_count(self) -> int:
+        mdir = self.path / MANIFESTS_DIR
+        return sum(1 for _ in mdir.glob("*.json")) if mdir.is_dir() else 0
 
     def new_files_dir(self, partition_dir: str | Path, base_offset: int) -> Path:
         """An empty directory for a segment's staged files (an interrupted staging's removed)."""
@@ -253,8 +291,8 @@ class Stage:
         fdir = self.path / FILES_DIR
         if not fdir.is_dir():
             return []
-        named = {(e.partition_dir, e.base_offset) for e in self.entries()}
-        keys = {(partition_key(Path(p)), names.filename_prefix_from_offset(b)) for p, b in named}
+        # a manifest is named <partition key>.<segment prefix>.json (manifest_path)
+        keys = {tuple(m.stem.rsplit(".", 1)) for m in (self.path / MANIFESTS_DIR).glob("*.json")}
         return sorted(seg for part in fdir.iterdir() for seg in part.iterdir() if (part.name, seg.name) not in keys)
 
 

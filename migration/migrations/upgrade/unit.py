@@ -7,6 +7,9 @@ a re-run with the same run id finishes or undoes the unit; see :mod:`.replace` a
   2. rewrite into ``.cleaned`` files, fsync, verify the record digest of the output against
      the input's, journal ``cleaned``;
   3. Kafka's replace protocol (``.swap``, ``.deleted``, final names), journal ``done``.
+In a stop window after a prestage, a segment whose files are those the prestage converted
+(upgrade/stage.py) is backed up with the prestage's checksums and, in step 2, its staged
+``.cleaned`` files are linked in instead of written: the window reads none of its bytes.
 Rollback swaps the backed-up originals back in with the same protocol.
 """
 
@@ -20,7 +23,6 @@ from typing import Any
 
 from migration.audit.model import Finding, FindingCode, OffsetRange, UnitResult, UnitStatus, UnitType
 from migration.formats import names
-from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 from migration.formats.errors import KafkaFormatError
 from migration.formats.fileio import durable_unlink, fsync_dir
 from migration.migrations.common.backup import (
@@ -51,6 +53,7 @@ from migration.migrations.upgrade.stage import (
     StagedSegment,
     conversion_of,
     identities,
+    leader_epochs_after,
     segment_files,
     still_current,
 )
@@ -91,13 +94,6 @@ class UnitContext:
                         duration_s=time.monotonic() - self.started,
                         errors=[Finding(file=file, position=position, message=message, code=code)])
         return self.result(ur)
-
-
-def _leader_epochs(partition_dir: Path) -> list[tuple[int, int]]:
-    p = partition_dir / names.LEADER_EPOCH_CHECKPOINT_FILE
-    if not p.exists():
-        return []
-    return [(e.epoch, e.start_offset) for e in LeaderEpochCheckpointFile.read(p).entries]
 
 
 def _unit_result(ctx: UnitContext, j: UnitJournal) -> UnitResult:
@@ -204,7 +200,7 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
     if not log.exists():
         return ctx.failed("segment file is missing", file=str(log), code=FindingCode.SEGMENT_MISSING)
     files = segment_files(pdir, ctx.base_offset)
-    staged = _usable_stage(ctx, files)
+    staged = _usable_stage(ctx)
     u = ctx.unit
     ub, earlier = backup_unit(ctx.backup_root, ctx.run_id, u.id, pdir, files,
                               UnitPlace(log_dir=u.log_dir, broker_id=u.broker_id, topic=u.topic,
@@ -243,7 +239,7 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
         max_message_bytes=opts.max_message_bytes,
         index_interval_bytes=opts.index_interval_bytes,
         stamp_v0_ms=original_log.mtime_ns // 1_000_000 if opts.stamp_v0_with_mtime else None,
-        leader_epochs=_leader_epochs(pdir) if opts.target_magic == 2 else (),
+        leader_epochs=leader_epochs_after(pdir, assign=False) if opts.target_magic == 2 else (),
         next_base_offset=ctx.next_base_offset,
     )
     rr = None
@@ -291,7 +287,7 @@ def _swap_in(ctx: UnitContext, j: UnitJournal) -> dict[str, Any]:
     return _finish(ctx, j)
 
 
-def _usable_stage(ctx: UnitContext, files: list[str]) -> StagedSegment | None:
+def _usable_stage(ctx: UnitContext) -> StagedSegment | None:
     """The prestage's conversion of this segment, when it is of the segment as it is now and
     made as this run would make it (upgrade/stage.py); None: convert here. Stats only: the
     window's cost grows with the files, not the bytes."""
@@ -305,10 +301,10 @@ def _usable_stage(ctx: UnitContext, files: list[str]) -> StagedSegment | None:
     except (OSError, ValueError):
         return None  # unreadable: converted here, the prestage's word is not needed
     earlier = load_unit_backup(ctx.backup_root, ctx.run_id, ctx.unit.id)
-    if entry is None or [i.name for i in entry.original_ids] != files or not still_current(
-            entry, pdir, ctx.next_base_offset, conversion_of(opts),
-            _leader_epochs(pdir) if opts.target_magic == 2 else [],
-            ctime_moved_by_us=lambda cur: _linked_in_backup(earlier, cur)):
+    # the checkpoint as this unit's conversion would read it (an epoch unit has run before it)
+    if entry is None or not still_current(entry, pdir, ctx.next_base_offset, conversion_of(opts),
+                                          leader_epochs_after(pdir, assign=False) if opts.target_magic == 2 else [],
+                                          ctime_moved_by_us=lambda cur: _linked_in_backup(earlier, cur)):
         return None
     staged_now = identities(stage.files_dir(pdir, ctx.base_offset), [i.name for i in entry.staged_ids])
     if staged_now is None or not all(a.same_inode(b) for a, b in zip(entry.staged_ids, staged_now, strict=True)):
@@ -330,7 +326,8 @@ def _link_staged(ctx: UnitContext, entry: StagedSegment) -> bool:
     """Link the staged ``.cleaned`` files into the partition directory (the caller fsyncs it);
     False, with nothing left behind, when the stage went meanwhile (``--discard-stage``)."""
     pdir = ctx.partition_dir
-    src = Stage(ctx.options.stage_root or "", entry.stage_id).files_dir(pdir, ctx.base_offset)
+    assert ctx.options.stage_root is not None  # _usable_stage found the entry there
+    src = Stage(ctx.options.stage_root, entry.stage_id).files_dir(pdir, ctx.base_offset)
     try:
         for n in entry.output_names:
             os.link(src / (n + names.CLEANED_FILE_SUFFIX), pdir / (n + names.CLEANED_FILE_SUFFIX))

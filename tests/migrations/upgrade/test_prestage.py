@@ -192,3 +192,84 @@ def test_window_swaps_only_what_kafka_left_unchanged(live, monkeypatch) -> None:
     assert {str(second), str(rolled), str(truncated)} <= upgraded
     assert read_log_dir_records(live) == expected
     assert not any(simulate_log_dir_startup(live).values())
+
+
+def test_retention_moving_the_first_leader_epoch_keeps_later_stages(live) -> None:
+    """--assign-leader-epoch gives epoch 0 from the log start offset; retention then deletes the
+    first segment and the entry's start moves up with the log start (as LeaderEpochFileCache's
+    truncateFromStart moves it). The later segments' batches get the same epochs as staged: they
+    are swapped in, not converted again."""
+    opts = UpgradeOptions(target="v2", assign_leader_epoch=True)
+    report = prestage_upgrade([str(live)], options=PrestageOptions(upgrade=opts, stage_id="stage-e"))
+    assert report.exit_code() == 0
+    staged = len(Stage(default_stage_root([live]), "stage-e").entries())
+    first = _legacy_closed(live)[0]
+    _retention_delete(first)
+    for p in first.parent.glob("*.deleted"):
+        p.unlink()
+    (live / ".lock").unlink(missing_ok=True)
+    result = _stopped_window(live, "stage-e", "window-e", assign_leader_epoch=True)
+    assert result.exit_code() == 0, result.refusal
+    (window,) = [b.window for b in result.brokers if b.window is not None]
+    assert (window.swapped, window.discarded) == (staged - 1, 1)
+
+
+def test_a_window_with_other_options_is_refused_naming_them(live) -> None:
+    _prestage(live, "stage-o")
+    (live / ".lock").unlink(missing_ok=True)
+    before = tree_state(live)
+    result = _stopped_window(live, "stage-o", "window-o", segment_bytes=1 << 20)
+    assert result.exit_code() == 3
+    assert "segment_bytes: 1073741824 -> 1048576" in result.refusal and "--discard-stage stage-o" in result.refusal
+    assert tree_state(live) == before
+    assert Stage(default_stage_root([live]), "stage-o").entries()  # kept for the right window
+
+
+def test_a_damaged_stage_manifest_is_named_and_the_stage_can_be_discarded(live) -> None:
+    import subprocess
+    import sys
+
+    _prestage(live, "stage-d")
+    stage = Stage(default_stage_root([live]), "stage-d")
+    manifest = sorted((stage.path / "manifests").glob("*.json"))[0]
+    manifest.write_text('{"version": 1, "stage_id": ')
+    (live / ".lock").unlink(missing_ok=True)
+    before = tree_state(live)
+    result = _stopped_window(live, "stage-d", "window-d")
+    assert result.exit_code() == 3 and str(manifest) in result.refusal and "is not JSON" in result.refusal
+    assert tree_state(live) == before
+    out = subprocess.run([sys.executable, "-m", "migration", "upgrade", str(live), "--discard-stage", "stage-d"],
+                         capture_output=True, text=True, env=os.environ | {"COLUMNS": "200"})
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert "stage stage-d discarded" in out.stdout and not stage.exists()
+
+
+def test_a_stage_root_inside_a_log_dir_is_refused(live) -> None:
+    before = tree_state(live)
+    report = prestage_upgrade([str(live)], options=PrestageOptions(
+        upgrade=UpgradeOptions(target="v2"), stage_id="stage-in", stage_root=str(live / "stages")))
+    assert report.exit_code() == 3 and "inside log dir" in report.refusal
+    assert tree_state(live) == before and not (live / "stages").exists()
+
+
+def test_a_prestage_never_takes_another_runs_id(live, sample_cluster) -> None:
+    other = sample_cluster.broker_log_dirs[2]
+    assert execute_upgrade([str(other)], options=UpgradeOptions(target="v2", dry_run=True), engine="inline",
+                           run_id="taken").exit_code() == 0
+    report = _prestage(live, "taken")
+    assert report.exit_code() == 3 and "is the id of a upgrade run" in report.refusal
+
+
+def test_cli_options_that_only_a_prestage_takes_are_refused_in_one_line(live) -> None:
+    import subprocess
+    import sys
+
+    run = [sys.executable, "-m", "migration", "upgrade", str(live), "--to", "v2"]
+    for extra, says in ((["--budget", "100"], "--budget and --io-rate pace a --prestage"),
+                        (["--prestage", "--dry-run"], "--prestage with --dry-run"),
+                        (["--prestage", "--stage", "x"], "give one of them")):
+        out = subprocess.run([*run, *extra], capture_output=True, text=True, env=os.environ | {"COLUMNS": "200"})
+        assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, (extra, out.stderr)
+    gone = subprocess.run([sys.executable, "-m", "migration", "upgrade", str(live), "--discard-stage", "nope"],
+                          capture_output=True, text=True)
+    assert gone.returncode == 2 and "no stage nope" in gone.stderr

@@ -270,3 +270,21 @@ def test_deleted_files_of_a_run_in_flight_are_refused(sample_cluster) -> None:
     assert report.exit_code() == 3
     assert deleted.name in report.refusal and "kmigrate rollback killed-run" in report.refusal
     assert tree_state(d) == before
+
+
+def test_kafkas_pending_deletes_stay_when_the_lock_cannot_be_taken(sample_cluster, monkeypatch) -> None:
+    """The pending deletes go only once the run holds the log dir lock: a broker that starts
+    between the plan and the lock finds its log dir as it left it."""
+    import migration.migrations.upgrade.driver as driver
+    from migration.runtime.safety import Refused
+
+    d = sample_cluster.broker_log_dirs[1]
+    pending = _pending_deletes(d)
+
+    def broker_started(*_a, **_k):
+        raise Refused("a live process holds the lock")
+
+    monkeypatch.setattr(driver, "holding_locks", broker_started)
+    report = execute_upgrade([str(d)], options=UpgradeOptions(target="v2"), engine="inline", run_id="raced")
+    assert report.exit_code() == 3
+    assert all(p.exists() for p in pending)
