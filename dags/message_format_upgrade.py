@@ -9,6 +9,9 @@ All logic lives in migration.orchestration.upgrade_rollout; this file is wiring.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pendulum
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, Variable, conf, get_current_context, task, task_group
@@ -68,6 +71,14 @@ with DAG(
     def _run_id() -> str:
         return get_current_context()["dag_run"].run_id
 
+    def _broker_step(task_id: str, step: Callable[[rollout.RolloutPlan, int, str], Any], **kwargs: Any) -> Any:
+        """A task running ``step`` for one broker: the mapped one, else the canary."""
+        @task(task_id=task_id, **kwargs)
+        def on_broker(broker_id: int | None = None) -> Any:
+            p = _plan()
+            return step(p, p.canary if broker_id is None else broker_id, _run_id())
+        return on_broker
+
     @task
     def plan() -> dict:
         return rollout.plan_step(dict(get_current_context()["params"]))
@@ -96,41 +107,11 @@ with DAG(
 
     @task_group(group_id="canary")
     def canary():
-        @task
-        def stop() -> dict:
-            p = _plan()
-            return rollout.stop_broker(p, p.canary, _run_id())
-
-        @task
-        def prepare() -> list[str]:
-            p = _plan()
-            return rollout.prepare_broker(p, p.canary, _run_id())
-
-        @task
-        def finalize() -> dict:
-            p = _plan()
-            return rollout.finalize_broker(p, p.canary, _run_id())
-
-        stopped = stop()
-        args = prepare()
+        stopped = _broker_step("stop", rollout.stop_broker)()
+        args = _broker_step("prepare", rollout.prepare_broker)()
         stopped >> BrokerStoppedSensor(task_id="wait_stopped", stop=stopped) >> args
         upgrade = MigrationSparkJobOperator(task_id="upgrade", application_args=args)
-        args >> upgrade >> finalize()
-
-    @task(task_id="verify_canary")
-    def verify_canary() -> dict:
-        p = _plan()
-        return rollout.verify_broker(p, p.canary, _run_id())
-
-    @task(task_id="rollback_canary", trigger_rule="one_failed")
-    def rollback_canary() -> dict:
-        p = _plan()
-        return rollout.rollback_broker(p, p.canary, _run_id())
-
-    @task(task_id="start_canary")
-    def start_canary() -> dict:
-        p = _plan()
-        return rollout.start_broker(p, p.canary, _run_id())
+        args >> upgrade >> _broker_step("finalize", rollout.finalize_broker)()
 
     @task.branch(task_id="approval_mode")
     def approval_mode() -> str:
@@ -161,42 +142,18 @@ with DAG(
                 raise AirflowSkipException(f"rollout stopped: {why}")
             return "go"
 
-        @task(max_active_tis_per_dagrun=1)
-        def stop(broker_id: int) -> dict:
-            return rollout.stop_broker(_plan(), broker_id, _run_id())
-
-        @task(max_active_tis_per_dagrun=1)
-        def prepare(broker_id: int) -> list[str]:
-            return rollout.prepare_broker(_plan(), broker_id, _run_id())
-
-        @task(max_active_tis_per_dagrun=1)
-        def finalize(broker_id: int) -> dict:
-            return rollout.finalize_broker(_plan(), broker_id, _run_id())
-
-        @task(max_active_tis_per_dagrun=1)
-        def verify(broker_id: int) -> dict:
-            return rollout.verify_broker(_plan(), broker_id, _run_id())
-
-        @task(trigger_rule="one_failed")
-        def rollback(broker_id: int) -> dict:
-            return rollout.rollback_broker(_plan(), broker_id, _run_id())
-
-        @task(max_active_tis_per_dagrun=1)
-        def start(broker_id: int) -> dict:
-            return rollout.start_broker(_plan(), broker_id, _run_id())
-
-        stopped = stop(broker_id)
-        args = prepare(broker_id)
-        gate(broker_id) >> stopped >> BrokerStoppedSensor(task_id="wait_stopped", stop=stopped,
-                                                          max_active_tis_per_dagrun=1) >> args
-        upgrade = MigrationSparkJobOperator(task_id="upgrade", application_args=args, max_active_tis_per_dagrun=1)
-        fin = finalize(broker_id)
-        ver = verify(broker_id)
+        one = {"max_active_tis_per_dagrun": 1}
+        stopped = _broker_step("stop", rollout.stop_broker, **one)(broker_id)
+        args = _broker_step("prepare", rollout.prepare_broker, **one)(broker_id)
+        gate(broker_id) >> stopped >> BrokerStoppedSensor(task_id="wait_stopped", stop=stopped, **one) >> args
+        upgrade = MigrationSparkJobOperator(task_id="upgrade", application_args=args, **one)
+        fin = _broker_step("finalize", rollout.finalize_broker, **one)(broker_id)
+        ver = _broker_step("verify", rollout.verify_broker, **one)(broker_id)
         args >> upgrade >> fin >> ver
-        [upgrade, fin, ver] >> rollback(broker_id)
+        [upgrade, fin, ver] >> _broker_step("rollback", rollout.rollback_broker, trigger_rule="one_failed")(broker_id)
         # A verified broker starts again; one rolled back stays stopped for the operator (the
         # rollout stops there), and no task of the group waits on the rollback.
-        ver >> start(broker_id)
+        ver >> _broker_step("start", rollout.start_broker, **one)(broker_id)
 
     @task(task_id="report", trigger_rule="all_done")
     def report() -> dict:
@@ -207,12 +164,12 @@ with DAG(
     pre = preflight()
     staged = prestage.expand(broker_id=all_brokers(planned))
     can = canary()
-    ver = verify_canary()
-    started = start_canary()
+    ver = _broker_step("verify_canary", rollout.verify_broker)()
+    started = _broker_step("start_canary", rollout.start_broker)()
     gate = approval_mode()
     rest = rest_brokers(planned)
     roll = rolling.expand(broker_id=rest)
     planned >> pre >> staged >> can >> ver >> gate >> [approve_human, approve_auto()] >> rest
-    [can, ver] >> rollback_canary()
+    [can, ver] >> _broker_step("rollback_canary", rollout.rollback_broker, trigger_rule="one_failed")()
     ver >> started >> gate
     roll >> report()
