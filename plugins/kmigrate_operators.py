@@ -8,7 +8,8 @@ import asyncio
 import os
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator
@@ -124,8 +125,9 @@ class LogDirLockReleasedTrigger(BaseTrigger):
 
 class BrokerStoppedSensor(BaseOperator):
     """Waits, deferred, until the broker a window stopped (or asked the operator to stop) has
-    released its log dir locks; fails with the timeout named when it has not in time. ``stop``
-    is what the stop task returned (templated: an XComArg of the mapped group)."""
+    released its log dir locks; fails with the timeout named when it has not in time, and marks
+    the window failed (its ``window`` dir) so the rollout stops there. ``stop`` is what the stop
+    task returned (templated: an XComArg of the mapped group)."""
 
     template_fields = ("stop",)
 
@@ -141,8 +143,8 @@ class BrokerStoppedSensor(BaseOperator):
         if not live:
             return {"broker_id": self.stop["broker_id"], "stopped": True}
         if not self.stop.get("managed"):
-            raise RuntimeError(f"broker {self.stop['broker_id']} is running (lock held: {', '.join(live)}) and "
-                               "the rollout was not asked to stop it: stop it, or trigger with prestage")
+            self._fail(f"broker {self.stop['broker_id']} is running (lock held: {', '.join(live)}) and the rollout "
+                       "was not asked to stop it: stop it, or trigger with prestage")
         self.log.info("%s", self.stop.get("note") or f"waiting for broker {self.stop['broker_id']} to stop")
         self.defer(trigger=LogDirLockReleasedTrigger(self.stop["log_dirs"], time.time() + self.stop["timeout_s"],
                                                      self.poll_s),
@@ -151,6 +153,13 @@ class BrokerStoppedSensor(BaseOperator):
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         if not event.get("stopped"):
             held = ", ".join(event["live"])
-            raise RuntimeError(f"broker {self.stop['broker_id']} did not stop within stop_timeout_s="
-                               f"{self.stop['timeout_s']} s: its log dir lock is still held ({held})")
+            self._fail(f"broker {self.stop['broker_id']} did not stop within stop_timeout_s={self.stop['timeout_s']} "
+                       f"s: its log dir lock is still held ({held})")
         return {"broker_id": self.stop["broker_id"], "stopped": True}
+
+    def _fail(self, why: str) -> NoReturn:
+        from migration.orchestration.upgrade_rollout import mark_window_failed
+
+        if self.stop.get("window"):
+            mark_window_failed(Path(self.stop["window"]), "wait_stopped", why)
+        raise RuntimeError(why)

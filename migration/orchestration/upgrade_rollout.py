@@ -8,6 +8,8 @@ import json
 import re
 import shlex
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -46,6 +48,7 @@ VERIFY_MARKER = "verify.json"
 ROLLBACK_MARKER = "rollback.json"
 STOPPED_MARKER = "stopped.json"
 STARTED_MARKER = "started.json"
+FAILED_MARKER = "failed.json"  # in the window dir: a step of the broker's window failed, the rollout stops
 
 
 class UpgradeDagParams(BaseModel):
@@ -197,14 +200,16 @@ def _time_preflight(report: RunReport, rd: RunDir) -> None:
 
 
 def prepare_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> list[str]:
-    """Plan one broker's upgrade; returns the arguments of the Spark job to submit."""
+    """Plan one broker's upgrade; returns the arguments of the Spark job to submit. A failure
+    fails the broker's window (:func:`rollout_gate` stops the rollout there)."""
 
     rid = broker_run_id(dag_run_id, broker_id)
     options = plan.options
     stage = Stage(default_stage_root(plan.log_dirs[broker_id]), stage_id_for(dag_run_id, broker_id))
     if plan.prestage and stage.exists():
         options = options.model_copy(update={"stage": stage.stage_id})
-    prepared = prepare_upgrade(plan.log_dirs[broker_id], run_id=rid, options=options, broker_id=broker_id)
+    with _window_step(dag_run_id, broker_id, "prepare"):
+        prepared = prepare_upgrade(plan.log_dirs[broker_id], run_id=rid, options=options, broker_id=broker_id)
     rd = prepared.run_dir
     if prepared.options is not None:
         # the spark-submit driver holds the locks for the whole job (orchestration/spark_app.py)
@@ -268,9 +273,13 @@ def verify_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[st
 
 
 def rollback_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
-    """Restore the broker's originals (a no-op when nothing was changed)."""
+    """Restore the broker's originals (a no-op when nothing was changed). It runs because a step
+    of the broker's window failed: the window is marked failed first (the rollout stops there,
+    :func:`rollout_gate`)."""
 
     rid = broker_run_id(dag_run_id, broker_id)
+    mark_window_failed(window_dir(dag_run_id, broker_id), "rollback",
+                       f"a step of broker {broker_id}'s window failed, and its rollback ran", keep=True)
     if not (RunDir.path_of(rid) / "job.json").exists():
         from migration.runtime.airflow_adapter import skip_task  # lazy: Airflow only in its tasks
 
@@ -287,27 +296,52 @@ def rollback_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[
 
 def rollout_gate(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> tuple[str, str]:
     """("go", "") when every broker before this one is upgraded and verified (and, with a
-    prestage, started again: one broker down at a time); ("wait", why) while one is still in
-    progress; ("stop", why) when one failed or was rolled back: the rollout stops there."""
+    prestage, started again: one broker down at a time); ("stop", why) when one failed, was
+    rolled back or its window failed: the rollout stops there; else ("wait", why) while one
+    is still in progress. What stops the rollout is looked for first, in every earlier
+    broker: a broker whose window failed never comes back to what the waits wait for."""
     store = ReportStore()
     order = [plan.canary, *plan.rest]
-    for earlier in order[: order.index(broker_id)]:
-        if plan.prestage and not (window_dir(dag_run_id, earlier) / STARTED_MARKER).exists():
-            return "wait", f"broker {earlier} is not started again yet"
-        rd = RunDir(broker_run_id(dag_run_id, earlier))
-        if (rd.path / ROLLBACK_MARKER).exists():
-            return "stop", f"broker {earlier} was rolled back"
+    earlier = order[: order.index(broker_id)]
+    reports: dict[int, RunReport | None] = {}
+    for b in earlier:
         try:
-            r = store.load(rd.run_id)
+            reports[b] = store.load(broker_run_id(dag_run_id, b))
         except ReportNotFound:
-            return "wait", f"broker {earlier} has not finished its upgrade"
-        if r.exit_code() != 0:
-            return "stop", f"broker {earlier} failed (exit code {r.exit_code()})"
-        if not (rd.path / VERIFY_MARKER).exists():
-            return "wait", f"broker {earlier} is not verified yet"
-        if not rd.read(VERIFY_MARKER).get("ok"):
-            return "stop", f"broker {earlier} failed verification"
+            reports[b] = None
+    for b in earlier:
+        why = _stops_the_rollout(b, dag_run_id, reports[b])
+        if why is not None:
+            return "stop", why
+    for b in earlier:
+        why = _keeps_the_rollout_waiting(plan, b, dag_run_id, reports[b] is not None)
+        if why is not None:
+            return "wait", why
     return "go", ""
+
+
+def _stops_the_rollout(broker_id: int, dag_run_id: str, report: RunReport | None) -> str | None:
+    run = RunDir.path_of(broker_run_id(dag_run_id, broker_id))
+    if (run / ROLLBACK_MARKER).exists():
+        return f"broker {broker_id} was rolled back"
+    failed = window_failure(dag_run_id, broker_id)
+    if failed is not None:
+        return f"broker {broker_id}'s window failed ({failed.get('step')}): {failed.get('why')}"
+    if report is not None and report.exit_code() != 0:
+        return f"broker {broker_id} failed (exit code {report.exit_code()})"
+    if (run / VERIFY_MARKER).exists() and not json.loads((run / VERIFY_MARKER).read_text()).get("ok"):
+        return f"broker {broker_id} failed verification"
+    return None
+
+
+def _keeps_the_rollout_waiting(plan: RolloutPlan, broker_id: int, dag_run_id: str, reported: bool) -> str | None:
+    if not reported:
+        return f"broker {broker_id} has not finished its upgrade"
+    if not (RunDir.path_of(broker_run_id(dag_run_id, broker_id)) / VERIFY_MARKER).exists():
+        return f"broker {broker_id} is not verified yet"
+    if plan.prestage and not (window_dir(dag_run_id, broker_id) / STARTED_MARKER).exists():
+        return f"broker {broker_id} is not started again yet"
+    return None
 
 
 # ---------------------------------------------------------------- prestage and windows
@@ -322,6 +356,41 @@ def window_dir(dag_run_id: str, broker_id: int) -> Path:
     """Where a broker's window keeps its marks (stopped, started): a run directory of its own,
     so that the upgrade step's stays the upgrade's alone."""
     return RunDir.path_of(run_id_for(dag_run_id, "window", f"b{broker_id}"))
+
+
+def mark_window_failed(marks: Path, step: str, why: str, *, keep: bool = False) -> None:
+    """Say in the window dir ``marks`` that step ``step`` of the broker's window failed, and why:
+    :func:`rollout_gate` stops the rollout there. ``keep``: not over the failure already said."""
+    if keep and (marks / FAILED_MARKER).exists():
+        return
+    RunDir(marks.name, root=marks).write(FAILED_MARKER, {"at": utcnow().isoformat(), "step": step, "why": why})
+
+
+def window_failure(dag_run_id: str, broker_id: int) -> dict[str, Any] | None:
+    """What :func:`mark_window_failed` said about the broker's window (None: no step failed)."""
+    p = window_dir(dag_run_id, broker_id) / FAILED_MARKER
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        return {"step": "?", "why": f"unreadable {p}"}
+    return data if isinstance(data, dict) else {"step": "?", "why": str(data)}
+
+
+@contextmanager
+def _window_step(dag_run_id: str, broker_id: int, step: str) -> Iterator[None]:
+    """A step of the broker's window whose failure is the window's (marked before it is raised).
+    A retry of the step that failed takes the mark back first."""
+    marks = window_dir(dag_run_id, broker_id)
+    failed = window_failure(dag_run_id, broker_id)
+    if failed is not None and failed.get("step") == step:
+        (marks / FAILED_MARKER).unlink(missing_ok=True)
+    try:
+        yield
+    except Exception as exc:
+        mark_window_failed(marks, step, (str(exc).splitlines() or [type(exc).__name__])[0][:1000])
+        raise
 
 
 def prestage_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
@@ -343,22 +412,25 @@ def prestage_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[
 def stop_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """Begin the broker's window: run its ``stop`` command, or say the operator must stop it
     (in the task log, and on the broker's prestage report, which the DAG run's report page
-    lists). Returns what the wait for the lock needs."""
+    lists). Returns what the wait for the lock needs (``window``: where the wait marks the
+    window failed when the broker does not stop)."""
     wait = {"broker_id": broker_id, "log_dirs": plan.log_dirs[broker_id], "timeout_s": plan.stop_timeout_s,
-            "managed": plan.prestage}
+            "managed": plan.prestage, "window": str(window_dir(dag_run_id, broker_id))}
     if not plan.prestage:
         return wait  # the brokers were stopped before the rollout (the preflight refuses a live one)
-    cmd = plan.control[broker_id].stop if broker_id in plan.control else []
-    if cmd:
-        _run_control(broker_id, "stop", cmd, plan.stop_timeout_s)
-        note = f"broker {broker_id}: stopped with {shlex.join(cmd)}; waiting for its log dir lock to be released"
-    else:
-        note = (f"broker {broker_id}: waiting for the operator to stop it (the cluster description gives no stop "
-                f"command); the window begins when its log dir lock is released, at most {plan.stop_timeout_s} s "
-                "(stop_timeout_s) from now")
-        _note_on_prestage(dag_run_id, broker_id, note)
-    durable_mkdir(window_dir(dag_run_id, broker_id))
-    RunDir(window_dir(dag_run_id, broker_id).name).write(STOPPED_MARKER, {"at": utcnow().isoformat(), "command": cmd})
+    with _window_step(dag_run_id, broker_id, "stop"):
+        cmd = plan.control[broker_id].stop if broker_id in plan.control else []
+        if cmd:
+            _run_control(broker_id, "stop", cmd, plan.stop_timeout_s)
+            note = f"broker {broker_id}: stopped with {shlex.join(cmd)}; waiting for its log dir lock to be released"
+        else:
+            note = (f"broker {broker_id}: waiting for the operator to stop it (the cluster description gives no "
+                    f"stop command); the window begins when its log dir lock is released, at most "
+                    f"{plan.stop_timeout_s} s (stop_timeout_s) from now")
+            _note_on_prestage(dag_run_id, broker_id, note)
+        durable_mkdir(window_dir(dag_run_id, broker_id))
+        RunDir(window_dir(dag_run_id, broker_id).name).write(STOPPED_MARKER,
+                                                             {"at": utcnow().isoformat(), "command": cmd})
     return wait | {"note": note}
 
 
@@ -379,18 +451,21 @@ def live_log_dirs(log_dirs: list[str]) -> list[str]:
 def start_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """End the broker's window once it is verified: run its ``start`` command, or say the
     operator starts it now. Only a broker this DAG run stopped (a rolled-back one stays
-    stopped, for the operator: :func:`rollback_broker` says so)."""
+    stopped, for the operator: :func:`rollback_broker` says so). A failure fails the window:
+    the rollout stops there."""
     wd = window_dir(dag_run_id, broker_id)
     if not plan.prestage or not (wd / STOPPED_MARKER).exists():
         return {"broker_id": broker_id, "started": False, "why": "not stopped by this DAG run"}
-    cmd = plan.control[broker_id].start if broker_id in plan.control else []
-    if cmd:
-        _run_control(broker_id, "start", cmd, plan.stop_timeout_s)
-        note = f"broker {broker_id}: started with {shlex.join(cmd)}"
-    else:
-        note = f"broker {broker_id}: its window is over: start it now (the cluster description gives no start command)"
-        _note_on_prestage(dag_run_id, broker_id, note)
-    RunDir(wd.name).write(STARTED_MARKER, {"at": utcnow().isoformat(), "command": cmd})
+    with _window_step(dag_run_id, broker_id, "start"):
+        cmd = plan.control[broker_id].start if broker_id in plan.control else []
+        if cmd:
+            _run_control(broker_id, "start", cmd, plan.stop_timeout_s)
+            note = f"broker {broker_id}: started with {shlex.join(cmd)}"
+        else:
+            note = (f"broker {broker_id}: its window is over: start it now (the cluster description gives no start "
+                    "command)")
+            _note_on_prestage(dag_run_id, broker_id, note)
+        RunDir(wd.name).write(STARTED_MARKER, {"at": utcnow().isoformat(), "command": cmd})
     return {"broker_id": broker_id, "started": bool(cmd), "note": note}
 
 

@@ -1,0 +1,193 @@
+"""The upgrade DAG's per-broker windows at the level of their steps (orchestration/upgrade_rollout.py),
+without Airflow: the rolling gate, the start of a broker, the stages a stopped rollout leaves, the
+prestage's throttle. A live broker is a process holding its log dir's lock."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.lock_holders import hold_lock
+
+from migration.audit.model import RunKind, RunReport, utcnow
+from migration.audit.store import ReportStore
+from migration.logdir.model import lock_status
+from migration.orchestration import upgrade_rollout as rollout
+from migration.orchestration.upgrade_rollout import (
+    ROLLBACK_MARKER,
+    STARTED_MARKER,
+    STOPPED_MARKER,
+    VERIFY_MARKER,
+    BrokerControl,
+    RolloutPlan,
+    broker_run_id,
+    plan_rollout,
+    rollout_gate,
+    window_dir,
+)
+from migration.runtime.runs import RunDir
+
+DAG_RUN = "manual__2026-11-28T05:00:00.000000+00:00"
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    """A private kmigrate home (runs, reports, stages) on the log dirs' file system."""
+    h = tmp_path / "home"
+    monkeypatch.setenv("KMIGRATE_HOME", str(h))
+    for name in ("KMIGRATE_OUT", "KMIGRATE_REPORT_ROOT", "KMIGRATE_BACKUP_ROOT", "KMIGRATE_STAGE_ROOT",
+                 "KMIGRATE_SESSIONS_URL"):
+        monkeypatch.delenv(name, raising=False)
+    return h
+
+
+@pytest.fixture
+def holders():
+    """Lock holders (live brokers) started by a test, killed after it."""
+    procs: list[subprocess.Popen[str]] = []
+    yield procs
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def _plan(sample_cluster, **params) -> RolloutPlan:
+    plan = plan_rollout({"cluster": str(sample_cluster.description_path), "target_format": "v2", "dry_run": False,
+                         "prestage": True, "canary_broker": 1, "stop_timeout_s": 1, **params})
+    assert (plan.canary, plan.rest) == (1, [2, 3])
+    return plan
+
+
+def _run(sample_cluster, holders, broker_id: int, tmp_path: Path) -> None:
+    """Broker ``broker_id`` runs: a process holds the lock of its log dir."""
+    d = sample_cluster.broker_log_dirs[broker_id]
+    holders.append(hold_lock("python", d / ".lock", tmp_path))
+    assert lock_status(d).live
+
+
+def _window_done(broker_id: int, *, started: bool = True) -> None:
+    """Broker ``broker_id``'s window went through: stopped, upgraded (a clean report), verified,
+    and (``started``) its start step ran."""
+    rid = broker_run_id(DAG_RUN, broker_id)
+    ReportStore().save(RunReport.start(RunKind.UPGRADE, {}, run_id=rid).finish())
+    RunDir(rid).write(VERIFY_MARKER, {"ok": True})
+    _mark(broker_id, STOPPED_MARKER)
+    if started:
+        _mark(broker_id, STARTED_MARKER)
+
+
+def _mark(broker_id: int, name: str) -> None:
+    wd = window_dir(DAG_RUN, broker_id)
+    RunDir(wd.name).write(name, {"at": utcnow().isoformat(), "command": []})
+
+
+# ---------------------------------------------------------------- 1. what stops the rollout comes first
+
+
+def test_a_rolled_back_broker_stops_the_rollout_though_it_never_started_again(sample_cluster, holders, tmp_path):
+    plan = _plan(sample_cluster)
+    _window_done(1)
+    _run(sample_cluster, holders, 1, tmp_path)
+    _mark(2, STOPPED_MARKER)  # its window stopped it, failed, and rolled it back: it stays stopped
+    RunDir(broker_run_id(DAG_RUN, 2)).write(ROLLBACK_MARKER, {"rollback_run_id": "x", "exit_code": 0})
+    assert rollout_gate(plan, 3, DAG_RUN) == ("stop", "broker 2 was rolled back")
+
+
+def test_a_failed_report_or_verification_stops_the_rollout_before_any_wait(sample_cluster, holders, tmp_path):
+    plan = _plan(sample_cluster)
+    _window_done(1)
+    _run(sample_cluster, holders, 1, tmp_path)
+    _window_done(2, started=False)
+    RunDir(broker_run_id(DAG_RUN, 2)).write(VERIFY_MARKER, {"ok": False})
+    assert rollout_gate(plan, 3, DAG_RUN) == ("stop", "broker 2 failed verification")
+    failed = RunReport.start(RunKind.UPGRADE, {}, run_id=broker_run_id(DAG_RUN, 2))
+    failed.error("a unit failed")
+    ReportStore().save(failed.finish())
+    assert rollout_gate(plan, 3, DAG_RUN) == ("stop", "broker 2 failed (exit code 1)")
+
+
+def test_a_window_whose_stop_command_fails_stops_the_rollout(sample_cluster, holders, tmp_path):
+    plan = _plan(sample_cluster)
+    _window_done(1)
+    _run(sample_cluster, holders, 1, tmp_path)
+    plan.control[2] = BrokerControl(stop=["sh", "-c", "echo no such unit >&2; exit 5"])
+    with pytest.raises(RuntimeError, match="stop command .* exited 5: no such unit"):
+        rollout.stop_broker(plan, 2, DAG_RUN)
+    assert not (window_dir(DAG_RUN, 2) / STOPPED_MARKER).exists()
+    decision, why = rollout_gate(plan, 3, DAG_RUN)
+    assert decision == "stop" and why.startswith("broker 2's window failed (stop): broker 2: stop command"), why
+    # its rollback (one_failed) has nothing to roll back: it keeps what failed, and the rollout stays stopped
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    with pytest.raises(AirflowSkipException, match="nothing to roll back"):
+        rollout.rollback_broker(plan, 2, DAG_RUN)
+    assert rollout.window_failure(DAG_RUN, 2)["step"] == "stop"
+    assert rollout_gate(plan, 3, DAG_RUN)[0] == "stop"
+
+
+def test_a_window_whose_prepare_fails_stops_the_rollout(sample_cluster, holders, tmp_path):
+    """Broker 2 was stopped, but something holds its lock again when the upgrade is planned: the
+    prepare refuses, no report is written, and the next gate must not wait for one."""
+    plan = _plan(sample_cluster)
+    _window_done(1)
+    _run(sample_cluster, holders, 1, tmp_path)
+    _mark(2, STOPPED_MARKER)
+    _run(sample_cluster, holders, 2, tmp_path)
+    with pytest.raises(Exception, match="lock"):
+        rollout.prepare_broker(plan, 2, DAG_RUN)
+    decision, why = rollout_gate(plan, 3, DAG_RUN)
+    assert decision == "stop" and why.startswith("broker 2's window failed (prepare)"), why
+
+
+def test_a_window_whose_upgrade_and_rollback_both_failed_stops_the_rollout(sample_cluster, holders, tmp_path,
+                                                                          monkeypatch):
+    """Broker 2's upgrade job failed before writing its report, and so did its rollback: no
+    report, no rollback mark, yet the next gate must stop, not wait for a report."""
+    plan = _plan(sample_cluster)
+    _window_done(1)
+    _run(sample_cluster, holders, 1, tmp_path)
+    _mark(2, STOPPED_MARKER)
+    RunDir(broker_run_id(DAG_RUN, 2)).job_path.write_text("{}")
+
+    def broken(run_id: str) -> RunReport:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(rollout, "rollback_run", broken)
+    with pytest.raises(OSError):
+        rollout.rollback_broker(plan, 2, DAG_RUN)
+    decision, why = rollout_gate(plan, 3, DAG_RUN)
+    assert decision == "stop" and why.startswith("broker 2's window failed (rollback)"), why
+
+
+def test_a_window_whose_start_command_fails_stops_the_rollout(sample_cluster):
+    """Broker 1 is upgraded and verified, but does not start again: the rollout stops there
+    rather than waiting for it."""
+    plan = _plan(sample_cluster)
+    _window_done(1, started=False)
+    plan.control[1] = BrokerControl(start=["sh", "-c", "echo port in use >&2; exit 1"])
+    with pytest.raises(RuntimeError, match="start command .* exited 1: port in use"):
+        rollout.start_broker(plan, 1, DAG_RUN)
+    decision, why = rollout_gate(plan, 2, DAG_RUN)
+    assert decision == "stop" and why.startswith("broker 1's window failed (start)"), why
+
+
+def test_a_retry_of_the_failed_step_takes_its_mark_back(sample_cluster):
+    plan = _plan(sample_cluster)
+    plan.control[1] = BrokerControl(stop=["false"])
+    with pytest.raises(RuntimeError):
+        rollout.stop_broker(plan, 1, DAG_RUN)
+    assert rollout.window_failure(DAG_RUN, 1)["step"] == "stop"
+    plan.control[1] = BrokerControl(stop=["true"])
+    rollout.stop_broker(plan, 1, DAG_RUN)
+    assert rollout.window_failure(DAG_RUN, 1) is None
+    assert (window_dir(DAG_RUN, 1) / STOPPED_MARKER).exists()
+
+
+def test_a_broker_still_in_its_window_keeps_the_next_one_waiting(sample_cluster):
+    plan = _plan(sample_cluster)
+    assert rollout_gate(plan, 2, DAG_RUN) == ("wait", "broker 1 has not finished its upgrade")
+    ReportStore().save(RunReport.start(RunKind.UPGRADE, {}, run_id=broker_run_id(DAG_RUN, 1)).finish())
+    assert rollout_gate(plan, 2, DAG_RUN) == ("wait", "broker 1 is not verified yet")
+    RunDir(broker_run_id(DAG_RUN, 1)).write(VERIFY_MARKER, {"ok": True})
+    assert rollout_gate(plan, 2, DAG_RUN) == ("wait", "broker 1 is not started again yet")
