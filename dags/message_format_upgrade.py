@@ -61,7 +61,7 @@ with DAG(
                                       "broker's window then stops it (its 'stop' command in the cluster description, "
                                       "else the operator), swaps the staged segments in, verifies and starts it"),
         "stop_timeout_s": Param(3600, type="integer", minimum=1,
-                                description="How long a window waits for its broker to stop"),
+                                description="How long a window waits for its broker to stop, and to start again"),
     },
 ) as dag:
 

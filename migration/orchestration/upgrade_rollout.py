@@ -8,6 +8,7 @@ import json
 import re
 import shlex
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -49,6 +50,7 @@ ROLLBACK_MARKER = "rollback.json"
 STOPPED_MARKER = "stopped.json"
 STARTED_MARKER = "started.json"
 FAILED_MARKER = "failed.json"  # in the window dir: a step of the broker's window failed, the rollout stops
+START_POLL_S = 0.5  # how often a start waits for the broker's lock
 
 
 class UpgradeDagParams(BaseModel):
@@ -69,7 +71,8 @@ class UpgradeDagParams(BaseModel):
                             "kafka-dump-log verifies each broker's rewritten segments; empty: not run")
     prestage: bool = Field(default=False, description="Stage every broker's closed segments while the brokers "
                            "run; each broker's window is then stop, swap, verify, start")
-    stop_timeout_s: int = Field(default=3600, ge=1, description="How long a window waits for its broker to stop")
+    stop_timeout_s: int = Field(default=3600, ge=1, description="How long a window waits for its broker to stop, "
+                                "and for its start command to start it again")
 
 
 class BrokerControl(BaseModel):
@@ -296,10 +299,11 @@ def rollback_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[
 
 def rollout_gate(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> tuple[str, str]:
     """("go", "") when every broker before this one is upgraded and verified (and, with a
-    prestage, started again: one broker down at a time); ("stop", why) when one failed, was
-    rolled back or its window failed: the rollout stops there; else ("wait", why) while one
-    is still in progress. What stops the rollout is looked for first, in every earlier
-    broker: a broker whose window failed never comes back to what the waits wait for."""
+    prestage, running again: started, and its log dirs locked again by it: one broker down at a
+    time); ("stop", why) when one failed, was rolled back or its window failed: the rollout
+    stops there; else ("wait", why) while one is still in progress. What stops the rollout is
+    looked for first, in every earlier broker: a broker whose window failed never comes back
+    to what the waits wait for."""
     store = ReportStore()
     order = [plan.canary, *plan.rest]
     earlier = order[: order.index(broker_id)]
@@ -339,8 +343,13 @@ def _keeps_the_rollout_waiting(plan: RolloutPlan, broker_id: int, dag_run_id: st
         return f"broker {broker_id} has not finished its upgrade"
     if not (RunDir.path_of(broker_run_id(dag_run_id, broker_id)) / VERIFY_MARKER).exists():
         return f"broker {broker_id} is not verified yet"
-    if plan.prestage and not (window_dir(dag_run_id, broker_id) / STARTED_MARKER).exists():
-        return f"broker {broker_id} is not started again yet"
+    if plan.prestage:
+        if not (window_dir(dag_run_id, broker_id) / STARTED_MARKER).exists():
+            return f"broker {broker_id} is not started again yet"
+        down = sorted(set(plan.log_dirs[broker_id]) - set(live_log_dirs(plan.log_dirs[broker_id])))
+        if down:
+            return (f"broker {broker_id} is not running yet: no process holds the lock of its log dir(s) "
+                    + ", ".join(down))
     return None
 
 
@@ -449,24 +458,40 @@ def live_log_dirs(log_dirs: list[str]) -> list[str]:
 
 
 def start_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
-    """End the broker's window once it is verified: run its ``start`` command, or say the
-    operator starts it now. Only a broker this DAG run stopped (a rolled-back one stays
-    stopped, for the operator: :func:`rollback_broker` says so). A failure fails the window:
-    the rollout stops there."""
+    """End the broker's window once it is verified: run its ``start`` command and wait until
+    the broker holds its log dirs' locks again (at most ``stop_timeout_s``), or say the
+    operator starts it now (:func:`rollout_gate` then waits for the locks). Only a broker this
+    DAG run stopped (a rolled-back one stays stopped, for the operator: :func:`rollback_broker`
+    says so). A failure fails the window: the rollout stops there."""
     wd = window_dir(dag_run_id, broker_id)
     if not plan.prestage or not (wd / STOPPED_MARKER).exists():
         return {"broker_id": broker_id, "started": False, "why": "not stopped by this DAG run"}
     with _window_step(dag_run_id, broker_id, "start"):
         cmd = plan.control[broker_id].start if broker_id in plan.control else []
         if cmd:
+            deadline = time.monotonic() + plan.stop_timeout_s
             _run_control(broker_id, "start", cmd, plan.stop_timeout_s)
-            note = f"broker {broker_id}: started with {shlex.join(cmd)}"
+            _wait_running(broker_id, plan.log_dirs[broker_id], deadline, plan.stop_timeout_s)
+            note = f"broker {broker_id}: started with {shlex.join(cmd)}; it holds its log dir lock again"
         else:
             note = (f"broker {broker_id}: its window is over: start it now (the cluster description gives no start "
-                    "command)")
+                    "command); the next broker's window waits until it holds its log dir lock again")
             _note_on_prestage(dag_run_id, broker_id, note)
         RunDir(wd.name).write(STARTED_MARKER, {"at": utcnow().isoformat(), "command": cmd})
     return {"broker_id": broker_id, "started": bool(cmd), "note": note}
+
+
+def _wait_running(broker_id: int, log_dirs: list[str], deadline: float, timeout_s: int) -> None:
+    """Until a process holds the lock of every one of ``log_dirs`` (a broker holds them while
+    it runs), or fail naming ``stop_timeout_s`` at ``deadline`` (time.monotonic())."""
+    while True:
+        down = sorted(set(log_dirs) - set(live_log_dirs(log_dirs)))
+        if not down:
+            return
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"broker {broker_id} did not start within stop_timeout_s={timeout_s} s: its start "
+                               f"command returned, but no process holds the lock of {', '.join(down)}")
+        time.sleep(START_POLL_S)
 
 
 def _note_on_prestage(dag_run_id: str, broker_id: int, note: str) -> None:

@@ -4,7 +4,12 @@ prestage's throttle. A live broker is a process holding its log dir's lock."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -39,6 +44,7 @@ def home(tmp_path, monkeypatch):
     for name in ("KMIGRATE_OUT", "KMIGRATE_REPORT_ROOT", "KMIGRATE_BACKUP_ROOT", "KMIGRATE_STAGE_ROOT",
                  "KMIGRATE_SESSIONS_URL"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(rollout, "START_POLL_S", 0.05, raising=False)
     return h
 
 
@@ -191,3 +197,63 @@ def test_a_broker_still_in_its_window_keeps_the_next_one_waiting(sample_cluster)
     assert rollout_gate(plan, 2, DAG_RUN) == ("wait", "broker 1 is not verified yet")
     RunDir(broker_run_id(DAG_RUN, 1)).write(VERIFY_MARKER, {"ok": True})
     assert rollout_gate(plan, 2, DAG_RUN) == ("wait", "broker 1 is not started again yet")
+
+
+# ---------------------------------------------------------------- 2. started means running again
+
+
+def test_the_next_window_waits_until_the_previous_broker_holds_its_lock_again(sample_cluster, holders, tmp_path):
+    plan = _plan(sample_cluster)
+    _window_done(1)  # its start step ran (the operator was told to start it), but it is not up yet
+    decision, why = rollout_gate(plan, 2, DAG_RUN)
+    assert decision == "wait" and why.startswith("broker 1 is not running yet"), why
+    assert str(sample_cluster.broker_log_dirs[1]) in why
+    _run(sample_cluster, holders, 1, tmp_path)
+    assert rollout_gate(plan, 2, DAG_RUN) == ("go", "")
+
+
+def test_a_start_command_that_does_not_start_the_broker_fails_its_window_naming_the_timeout(sample_cluster):
+    plan = _plan(sample_cluster)
+    _window_done(1, started=False)
+    plan.control[1] = BrokerControl(start=["true"])  # returns at once, and nothing takes the lock
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"broker 1 did not start within stop_timeout_s=1 s"):
+        rollout.start_broker(plan, 1, DAG_RUN)
+    assert time.monotonic() - t0 >= 1
+    assert not (window_dir(DAG_RUN, 1) / STARTED_MARKER).exists()
+    decision, why = rollout_gate(plan, 2, DAG_RUN)
+    assert decision == "stop" and "window failed (start)" in why, why
+
+
+HOLD_LATER = textwrap.dedent("""
+    import fcntl, os, subprocess, sys
+    holder = '''
+    import fcntl, os, sys, time
+    time.sleep(1)
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    time.sleep(120)
+    '''
+    p = subprocess.Popen([sys.executable, "-c", holder, sys.argv[1]], start_new_session=True,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    open(sys.argv[2], "w").write(str(p.pid))
+""")
+
+
+def test_a_start_command_returning_before_the_broker_is_up_is_waited_for(sample_cluster, tmp_path):
+    """The start command returns at once; the broker takes its lock a second later: the start
+    step ends only then, and the next window may go."""
+    plan = _plan(sample_cluster, stop_timeout_s=30)
+    _window_done(1, started=False)
+    d = sample_cluster.broker_log_dirs[1]
+    pid_file = tmp_path / "broker.pid"
+    plan.control[1] = BrokerControl(start=[sys.executable, "-c", HOLD_LATER, str(d / ".lock"), str(pid_file)])
+    try:
+        out = rollout.start_broker(plan, 1, DAG_RUN)
+        assert lock_status(d).live, "start_broker returned before the broker held its lock"
+        assert out["started"] and "holds its log dir lock again" in out["note"]
+        assert (window_dir(DAG_RUN, 1) / STARTED_MARKER).exists()
+        assert rollout_gate(plan, 2, DAG_RUN) == ("go", "")
+    finally:
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
