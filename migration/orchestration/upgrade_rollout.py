@@ -208,7 +208,7 @@ def prepare_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> list[s
 
     rid = broker_run_id(dag_run_id, broker_id)
     options = plan.options
-    stage = Stage(default_stage_root(plan.log_dirs[broker_id]), stage_id_for(dag_run_id, broker_id))
+    stage = broker_stage(plan, broker_id, dag_run_id)
     if plan.prestage and stage.exists():
         options = options.model_copy(update={"stage": stage.stage_id})
     with _window_step(dag_run_id, broker_id, "prepare"):
@@ -278,7 +278,7 @@ def verify_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[st
 def rollback_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """Restore the broker's originals (a no-op when nothing was changed). It runs because a step
     of the broker's window failed: the window is marked failed first (the rollout stops there,
-    :func:`rollout_gate`)."""
+    :func:`rollout_gate`), and the broker's stage, of no more use, is discarded."""
 
     rid = broker_run_id(dag_run_id, broker_id)
     mark_window_failed(window_dir(dag_run_id, broker_id), "rollback",
@@ -286,10 +286,15 @@ def rollback_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[
     if not (RunDir.path_of(rid) / "job.json").exists():
         from migration.runtime.airflow_adapter import skip_task  # lazy: Airflow only in its tasks
 
-        skip_task(f"nothing to roll back: broker {broker_id}'s upgrade never started (run {rid} planned no job)")
+        discarded = discard_stage(plan, broker_id, dag_run_id)
+        skip_task(f"nothing to roll back: broker {broker_id}'s upgrade never started (run {rid} planned no job)"
+                  + (f"; {discarded}" if discarded else ""))
     report = rollback_run(rid)
     RunDir(rid).write(ROLLBACK_MARKER, {"rollback_run_id": report.run_id, "exit_code": report.exit_code()})
     out: dict[str, Any] = {"run_id": report.run_id, "rolled_back": True, "exit_code": report.exit_code()}
+    discarded = discard_stage(plan, broker_id, dag_run_id)
+    if discarded:
+        out["stage"] = discarded
     if (window_dir(dag_run_id, broker_id) / STOPPED_MARKER).exists():
         out["note"] = (f"broker {broker_id} stays stopped (this DAG run stopped it for its window): start it once "
                        "its originals are checked; the rollout stops here")
@@ -402,6 +407,24 @@ def _window_step(dag_run_id: str, broker_id: int, step: str) -> Iterator[None]:
         raise
 
 
+def broker_stage(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> Stage:
+    """The broker's stage in this DAG run (its prestage's; the window swaps it in)."""
+    return Stage(default_stage_root(plan.log_dirs[broker_id]), stage_id_for(dag_run_id, broker_id))
+
+
+def discard_stage(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> str | None:
+    """Remove the broker's stage, if it is there: what was removed and the bytes freed, said
+    in one line; None when there was none (never staged, swapped in, discarded already)."""
+    stage = broker_stage(plan, broker_id, dag_run_id)
+    if not stage.exists():
+        return None
+    try:
+        freed = stage.discard()
+    except FileNotFoundError:
+        return None  # discarded meanwhile by another task of the run (a rollback, the report)
+    return f"stage {stage.stage_id} of broker {broker_id} discarded ({stage.path}): {freed:,} bytes freed"
+
+
 def prestage_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """Stage the broker's closed segments beside it while it runs (upgrade/prestage.py). A
     prestage that is refused (no space) or meets a corrupt segment only costs time: the
@@ -506,7 +529,25 @@ def _note_on_prestage(dag_run_id: str, broker_id: int, note: str) -> None:
 
 def final_report(plan: RolloutPlan, dag_id: str, dag_run_id: str) -> RunReport:
     """Every broker of the rollout must have a report; a missing one (failed before finishing,
-    or never reached because the rollout stopped) is an error of the DAG run."""
-    steps = [broker_run_id(dag_run_id, b) for b in [plan.canary, *plan.rest]]
-    return merge_reports(RunKind.UPGRADE, steps, run_id=run_id_for(dag_run_id), params=plan.model_dump(mode="json"),
-                         dag_id=dag_id, dag_run_id=dag_run_id, also_failed=[run_id_for(dag_run_id, "preflight")])
+    or never reached because the rollout stopped) is an error of the DAG run. The stages of
+    the brokers whose window never began (the rollout stopped before them) are discarded, each
+    said in a warning with the bytes freed: a stage is about as large as the broker's legacy
+    data. (A window's own end, or its rollback, removes the stage of a broker whose window ran.)"""
+    brokers = [plan.canary, *plan.rest]
+    discarded = [d for b in brokers if plan.prestage and not _window_began(b, dag_run_id)
+                 for d in [discard_stage(plan, b, dag_run_id)] if d is not None]
+    steps = [broker_run_id(dag_run_id, b) for b in brokers]
+    report = merge_reports(RunKind.UPGRADE, steps, run_id=run_id_for(dag_run_id),
+                           params=plan.model_dump(mode="json"), dag_id=dag_id, dag_run_id=dag_run_id,
+                           also_failed=[run_id_for(dag_run_id, "preflight")])
+    if discarded:
+        for d in discarded:
+            report.warn(f"{d}: its window never ran (the rollout stopped before it)")
+        ReportStore().save(report)
+    return report
+
+
+def _window_began(broker_id: int, dag_run_id: str) -> bool:
+    """The broker's window stopped it, or its upgrade was planned."""
+    return (window_dir(dag_run_id, broker_id) / STOPPED_MARKER).exists() \
+        or (RunDir.path_of(broker_run_id(dag_run_id, broker_id)) / "job.json").exists()

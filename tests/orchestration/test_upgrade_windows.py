@@ -18,7 +18,9 @@ from support.lock_holders import hold_lock
 from migration.audit.model import RunKind, RunReport, utcnow
 from migration.audit.store import ReportStore
 from migration.logdir.model import lock_status
+from migration.migrations.upgrade.stage import Stage
 from migration.orchestration import upgrade_rollout as rollout
+from migration.orchestration.common import run_id_for
 from migration.orchestration.upgrade_rollout import (
     ROLLBACK_MARKER,
     STARTED_MARKER,
@@ -29,9 +31,11 @@ from migration.orchestration.upgrade_rollout import (
     broker_run_id,
     plan_rollout,
     rollout_gate,
+    stage_id_for,
     window_dir,
 )
 from migration.runtime.runs import RunDir
+from migration.settings import default_stage_root
 
 DAG_RUN = "manual__2026-11-28T05:00:00.000000+00:00"
 
@@ -257,3 +261,61 @@ def test_a_start_command_returning_before_the_broker_is_up_is_waited_for(sample_
     finally:
         if pid_file.exists():
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- 3. no stage outlives the rollout
+
+
+def _stage(plan: RolloutPlan, broker_id: int, size: int) -> Stage:
+    """A stage of ``size`` bytes for the broker, as its prestage leaves one."""
+    stage = Stage(default_stage_root(plan.log_dirs[broker_id]), stage_id_for(DAG_RUN, broker_id))
+    seg = stage.path / "files" / "orders-0.abc" / "00000000000000000000"
+    seg.mkdir(parents=True)
+    (seg / "00000000000000000000.log.cleaned").write_bytes(b"\0" * size)
+    (stage.path / "manifests").mkdir()
+    return stage
+
+
+def test_the_rollback_of_a_failed_window_discards_the_broker_stage(sample_cluster, monkeypatch):
+    plan = _plan(sample_cluster)
+    stage = _stage(plan, 2, 4096)
+    rid = broker_run_id(DAG_RUN, 2)
+    RunDir(rid).job_path.write_text("{}")  # its upgrade began
+
+    def rolled_back(run_id: str) -> RunReport:
+        assert run_id == rid
+        return RunReport.start(RunKind.ROLLBACK, {}, run_id=f"{rid}-rollback").finish()
+
+    monkeypatch.setattr(rollout, "rollback_run", rolled_back)
+    out = rollout.rollback_broker(plan, 2, DAG_RUN)
+    assert not stage.exists()
+    assert out["stage"] == f"stage {stage.stage_id} of broker 2 discarded ({stage.path}): 4,096 bytes freed"
+    assert (RunDir.path_of(rid) / ROLLBACK_MARKER).exists()
+
+
+def test_a_rollback_with_nothing_to_roll_back_discards_the_stage_too(sample_cluster):
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    plan = _plan(sample_cluster)
+    stage = _stage(plan, 1, 1000)
+    with pytest.raises(AirflowSkipException, match=f"stage {stage.stage_id} of broker 1 discarded .*1,000 bytes"):
+        rollout.rollback_broker(plan, 1, DAG_RUN)
+    assert not stage.exists()
+    assert (window_dir(DAG_RUN, 1) / rollout.FAILED_MARKER).exists()
+
+
+def test_the_final_report_discards_the_stages_of_brokers_whose_window_never_ran(sample_cluster):
+    plan = _plan(sample_cluster)
+    _window_done(1)
+    ours = _stage(plan, 1, 100)  # its window began: its end (or its rollback) removes it, not the report
+    unused = {2: _stage(plan, 2, 2048), 3: _stage(plan, 3, 3072)}
+    report = rollout.final_report(plan, "message_format_upgrade", DAG_RUN)
+    saved = ReportStore().load(run_id_for(DAG_RUN))
+    for r in (report, saved):
+        notes = [w.message for w in r.warnings]
+        for b, stage in unused.items():
+            said = [n for n in notes if stage.stage_id in n]
+            assert len(said) == 1, notes
+            assert f"{b * 1024:,} bytes freed" in said[0] and "its window never ran" in said[0], said
+    assert not any(s.exists() for s in unused.values())
+    assert ours.exists()
