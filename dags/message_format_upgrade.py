@@ -62,6 +62,10 @@ with DAG(
                                       "else the operator), swaps the staged segments in, verifies and starts it"),
         "stop_timeout_s": Param(3600, type="integer", minimum=1,
                                 description="How long a window waits for its broker to stop, and to start again"),
+        "prestage_io_rate": Param(0, type="integer", minimum=0,
+                                  description="Bytes/s each broker's prestage reads plus writes at most; 0: no limit"),
+        "prestage_budget": Param(0, type="integer", minimum=0, description="Bytes of legacy segments each broker's "
+                                 "prestage converts at most (the window converts the rest); 0: no limit"),
     },
 ) as dag:
 

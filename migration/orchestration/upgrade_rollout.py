@@ -73,6 +73,10 @@ class UpgradeDagParams(BaseModel):
                            "run; each broker's window is then stop, swap, verify, start")
     stop_timeout_s: int = Field(default=3600, ge=1, description="How long a window waits for its broker to stop, "
                                 "and for its start command to start it again")
+    prestage_io_rate: int = Field(default=0, ge=0, description="Bytes per second each broker's prestage reads "
+                                  "plus writes, at most (kmigrate upgrade --prestage --io-rate); 0: no limit")
+    prestage_budget: int = Field(default=0, ge=0, description="Bytes of originals each broker's prestage "
+                                 "converts at most (--budget); the window converts the rest; 0: no limit")
 
 
 class BrokerControl(BaseModel):
@@ -92,6 +96,8 @@ class RolloutPlan(BaseModel):
     kafka_home: str = ""
     prestage: bool = False
     stop_timeout_s: int = 3600
+    prestage_io_rate: int = 0
+    prestage_budget: int = 0
     control: dict[int, BrokerControl] = Field(default_factory=dict)
 
     @property
@@ -122,7 +128,8 @@ def plan_rollout(raw: dict[str, Any]) -> RolloutPlan:
     return RolloutPlan(cluster=params.cluster, canary=canary, rest=[b for b in wanted if b != canary],
                        options=options, log_dirs={b.id: list(b.log_dirs) for b in desc.brokers if b.id in wanted},
                        kafka_home=params.kafka_home, prestage=params.prestage and not params.dry_run,
-                       stop_timeout_s=params.stop_timeout_s,
+                       stop_timeout_s=params.stop_timeout_s, prestage_io_rate=params.prestage_io_rate,
+                       prestage_budget=params.prestage_budget,
                        control={b.id: BrokerControl(stop=b.stop, start=b.start)
                                 for b in desc.brokers if b.id in wanted})
 
@@ -435,7 +442,8 @@ def prestage_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[
                 else "dry run"}
     sid = stage_id_for(dag_run_id, broker_id)
     report = prestage_upgrade(plan.log_dirs[broker_id], broker_id=broker_id, options=PrestageOptions(
-        upgrade=plan.options, stage_id=sid))
+        upgrade=plan.options, stage_id=sid, io_rate=plan.prestage_io_rate or None,
+        budget=plan.prestage_budget or None))
     staged = sum(1 for u in report.iter_results() if u.status is UnitStatus.OK)
     return {"broker_id": broker_id, "prestaged": report.refusal is None, "stage_id": sid, "staged": staged,
             "exit_code": report.exit_code(), "refusal": report.refusal}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support.lock_holders import hold_lock
 
-from migration.audit.model import RunKind, RunReport, utcnow
+from migration.audit.model import FindingCode, RunKind, RunReport, utcnow
 from migration.audit.store import ReportStore
 from migration.logdir.model import lock_status
 from migration.migrations.upgrade.stage import Stage
@@ -319,3 +319,33 @@ def test_the_final_report_discards_the_stages_of_brokers_whose_window_never_ran(
             assert f"{b * 1024:,} bytes freed" in said[0] and "its window never ran" in said[0], said
     assert not any(s.exists() for s in unused.values())
     assert ours.exists()
+
+
+# ---------------------------------------------------------------- 4. the prestage's throttle
+
+
+def test_the_prestage_is_throttled_as_the_dag_params_say(sample_cluster, monkeypatch):
+    seen = []
+    real = rollout.prestage_upgrade
+
+    def spy(log_dirs, *, options, broker_id=None):
+        seen.append(options)
+        return real(log_dirs, options=options, broker_id=broker_id)
+
+    monkeypatch.setattr(rollout, "prestage_upgrade", spy)
+    plan = _plan(sample_cluster, prestage_io_rate=50_000_000, prestage_budget=1)
+    assert (plan.prestage_io_rate, plan.prestage_budget) == (50_000_000, 1)
+    out = rollout.prestage_broker(plan, 1, DAG_RUN)
+    assert (seen[-1].io_rate, seen[-1].budget) == (50_000_000, 1)
+    assert out["staged"] == 1  # the budget ends the pass after its first segment
+    report = ReportStore().load(stage_id_for(DAG_RUN, 1))
+    assert (report.params["io_rate"], report.params["budget"]) == (50_000_000, 1)
+    later = [u for u in report.iter_results() if any(w.code == FindingCode.OUTSIDE_BUDGET for w in u.warnings)]
+    assert later
+
+    monkeypatch.setattr(rollout, "prestage_upgrade", lambda log_dirs, *, options, broker_id=None: seen.append(
+        options) or report)
+    rollout.prestage_broker(_plan(sample_cluster, prestage_io_rate=0), 2, DAG_RUN)
+    assert (seen[-1].io_rate, seen[-1].budget) == (None, None)  # 0: no limit
+    with pytest.raises(ValueError, match="DAG param prestage_budget"):
+        _plan(sample_cluster, prestage_budget=-1)
