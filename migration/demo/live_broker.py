@@ -3,8 +3,8 @@
 stopped. ``make demo`` starts one per broker so that the upgrade's prestage runs beside "live"
 brokers, and gives the cluster description its commands as each broker's ``stop`` / ``start``.
 
-    python -m migration.demo.live_broker start LOG_DIR [LOG_DIR ...]   # returns once locked
-    python -m migration.demo.live_broker stop LOG_DIR [LOG_DIR ...]    # returns once released
+    python -m migration.demo.live_broker start LOG_DIR [LOG_DIR ...]   # returns once locked (0 when it is already)
+    python -m migration.demo.live_broker stop LOG_DIR [LOG_DIR ...]    # returns once released (1: still held)
     python -m migration.demo.live_broker serve LOG_DIR [LOG_DIR ...]   # the holder itself
 """
 
@@ -42,7 +42,23 @@ def serve(log_dirs: list[str]) -> None:
         time.sleep(3600)
 
 
+def _running(log_dirs: list[str]) -> int | None:
+    """The pid of the stand-in the pid file names when it is alive and holds every lock."""
+    pf = _pid_file(log_dirs)
+    try:
+        pid = int(pf.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if all(lock_status(d).pid == pid for d in log_dirs) else None
+
+
 def start(log_dirs: list[str]) -> int:
+    """Start a stand-in holding the locks; idempotent: a stand-in of this pid file that holds
+    them already is left running (a retried start task succeeds)."""
+    running = _running(log_dirs)
+    if running is not None:
+        print(f"broker stand-in {running} already holds the lock of {', '.join(log_dirs)}")
+        return 0
     proc = subprocess.Popen([sys.executable, "-m", "migration.demo.live_broker", "serve", *log_dirs],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     assert proc.stdout is not None
@@ -64,8 +80,12 @@ def stop(log_dirs: list[str]) -> int:
         os.kill(pid, signal.SIGTERM)
     # Released when the process is gone (even a zombie no parent reaps holds no lock).
     deadline = time.monotonic() + WAIT_S
-    while any(lock_status(d).live for d in log_dirs) and time.monotonic() < deadline:
+    while (held := [d for d in log_dirs if lock_status(d).live]) and time.monotonic() < deadline:
         time.sleep(0.05)
+    if held:
+        print(f"broker stand-in {pid} was asked to stop, but the lock of {', '.join(held)} is still held after "
+              f"{WAIT_S:g} s", file=sys.stderr)
+        return 1
     pf.unlink(missing_ok=True)
     print(f"broker stand-in {pid} stopped")
     return 0
