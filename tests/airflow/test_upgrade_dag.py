@@ -93,6 +93,7 @@ def test_upgrade_dag_prestages_live_brokers_and_swaps_in_each_window(airflow_bas
     import subprocess
     import sys
 
+    from migration.logdir.model import lock_status
     from migration.orchestration.cluster import ClusterDescription
 
     desc = ClusterDescription.model_validate_json(sample_cluster.description_path.read_text())
@@ -114,7 +115,7 @@ def test_upgrade_dag_prestages_live_brokers_and_swaps_in_each_window(airflow_bas
         log = (tmp_path / "dag.log").read_text()
         assert (rc, state) == (0, "success"), log[-5000:]
         for b, d in sample_cluster.broker_log_dirs.items():
-            assert (d / ".lock").exists()
+            assert lock_status(d).live, f"broker {b} was not started again: {lock_status(d).describe()}"
             assert _magics(d) == {2}, b
             assert _records(d) == before[b], f"broker {b}: records changed"
         reports = [json.loads(p.read_text()) for p in (tmp_path / "out" / "reports").glob("*/report.json")]
