@@ -124,24 +124,29 @@ STAND_IN = [sys.executable, "-m", "migration.demo.live_broker"]
 
 
 def run_brokers(cluster: Path) -> list[list[str]]:
-    """Start a stand-in for every broker and give the cluster description its stop and start
-    commands; returns the brokers' log dirs (to stop them after the upgrade)."""
+    """Give the cluster description each broker's stop and start commands (the stand-in's) and
+    start a stand-in for every broker, printing each command; returns the brokers' log dirs."""
     desc = ClusterDescription.model_validate_json(cluster.read_text())
     dirs = []
     for node in desc.brokers:
         node.stop = [*STAND_IN, "stop", *node.log_dirs]
         node.start = [*STAND_IN, "start", *node.log_dirs]
-        subprocess.run(node.start, check=True, capture_output=True, timeout=60)
         dirs.append(node.log_dirs)
     desc.dump(cluster)
-    say(f"{shlex.join(STAND_IN)} start LOG_DIR   # one per broker: it holds the log dir lock, as a running broker "
-        "does; the cluster description's stop/start commands stop and start it")
+    console.print("A stand-in per broker holds its log dir lock, as a running broker does; the cluster "
+                  "description's stop/start commands (the DAG's windows) stop and start it:", highlight=False)
+    for node in desc.brokers:
+        say(shlex.join(node.start))
+        subprocess.run(node.start, check=True, capture_output=True, timeout=60)
     return dirs
 
 
 def stop_brokers(dirs: list[list[str]]) -> None:
+    """The stand-ins stop: the next steps work on stopped brokers."""
     for d in dirs:
-        subprocess.run([*STAND_IN, "stop", *d], capture_output=True, timeout=60)
+        cmd = [*STAND_IN, "stop", *d]
+        say(shlex.join(cmd))
+        subprocess.run(cmd, capture_output=True, timeout=60)
 
 
 def unify_conf(cluster: Path) -> dict:

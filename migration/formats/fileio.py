@@ -24,6 +24,7 @@ import contextlib
 import ctypes
 import os
 import queue
+import shutil
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -161,6 +162,18 @@ def durable_unlink(*paths: StrPath) -> list[Path]:
     for d in dirs:
         fsync_dir(d)
     return removed
+
+
+def durable_rmtree(*paths: StrPath) -> None:
+    """Remove the directory trees ``paths`` (missing ones are skipped), then fsync each parent
+    that lost an entry, once."""
+    parents: set[Path] = set()
+    for p in paths:
+        if Path(p).exists():
+            shutil.rmtree(p)
+            parents.add(Path(p).parent)
+    for d in parents:
+        fsync_dir(d)
 
 
 def fsync_file(path: StrPath) -> None:

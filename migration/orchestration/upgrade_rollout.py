@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from migration.audit.model import ProgressPoint, RunKind, RunReport, UnitStatus, utcnow
 from migration.audit.store import ReportNotFound, ReportStore
-from migration.formats.fileio import durable_mkdir
+from migration.formats.fileio import durable_mkdir, durable_unlink
 from migration.logdir.model import lock_status
 from migration.logdir.validation import validate_paths
 from migration.migrations.upgrade.driver import (
@@ -406,7 +406,7 @@ def _window_step(dag_run_id: str, broker_id: int, step: str) -> Iterator[None]:
     marks = window_dir(dag_run_id, broker_id)
     failed = window_failure(dag_run_id, broker_id)
     if failed is not None and failed.get("step") == step:
-        (marks / FAILED_MARKER).unlink(missing_ok=True)
+        durable_unlink(marks / FAILED_MARKER)
     try:
         yield
     except Exception as exc:

@@ -58,17 +58,20 @@ def _printed_commands(monkeypatch, cluster: Path, home: Path) -> tuple[list[str]
     out = io.StringIO()
     monkeypatch.setattr(run, "console", Console(file=out, width=100, force_terminal=False))
 
-    def no_dag_run(cmd, **kwargs):  # the replay runs the DAGs
+    def no_dag_run(cmd, **kwargs):  # the replay runs the DAGs (and starts and stops the stand-ins)
         return 0
 
-    monkeypatch.setattr(run, "subprocess", types.SimpleNamespace(call=no_dag_run, STDOUT=subprocess.STDOUT))
+    monkeypatch.setattr(run, "subprocess", types.SimpleNamespace(call=no_dag_run, run=no_dag_run,
+                                                                 STDOUT=subprocess.STDOUT))
     env = run.airflow_env(cluster)
     run.set_connections(env, {run.SPARK_CONN_ID: run.DEMO_SPARK})
     run.console.print("Every command printed as `$ ...` replays in a terminal at the checkout, with:")
     run.say(run.replay_env(env))
     logs = home.parent / "demo-logs"
     logs.mkdir()
+    running = run.run_brokers(cluster)
     run.dags_test("message_format_upgrade", run.upgrade_conf(cluster), env, log=logs / "upgrade.log")
+    run.stop_brokers(running)
     run.dags_test("zero_checkpoint_unification", run.unify_conf(cluster), env, log=logs / "unify.log")
     run.closing_hints(home, env)
     text = out.getvalue()
@@ -101,18 +104,29 @@ def test_a_newcomer_replays_every_command_the_demo_prints(airflow_base_env, priv
     assert len(server) == 1 and "AIRFLOW_HOME=" in server[0] and "AIRFLOW_CONFIG=" in server[0], text
     assert any(c.startswith("kmigrate --home ") and c.endswith(" report --list") for c in rest), text
 
+    # the stand-in brokers: started before the upgrade's DAG run, stopped after it
+    stand_ins = [c for c in rest if "migration.demo.live_broker" in c]
+    brokers = len(sample_cluster.broker_log_dirs)
+    assert [c.split()[3] for c in stand_ins] == ["start"] * brokers + ["stop"] * brokers, text
+    assert rest.index(stand_ins[brokers - 1]) < rest.index(dag_lines[0]) < rest.index(stand_ins[brokers]), text
+
     shell_env = {"HOME": str(tmp_path), "PATH": SYSTEM_PATH, "LANG": "C.UTF-8"}
-    for i, command in enumerate(rest):
-        if command in server:
-            continue
-        log = tmp_path / f"replay-{i}.log"
-        with open(log, "w") as f:
-            rc = subprocess.call(["bash", "-c", f"{exports}\n{command}"], env=shell_env, cwd=ROOT, stdout=f,
-                                 stderr=subprocess.STDOUT, timeout=900)
-        output = log.read_text()
-        assert rc == 0, f"$ {command}\n{output[-5000:]}"
-        if command.startswith("airflow dags test "):
-            assert re.search(r"DagRun Finished: .* state=success", output), f"$ {command}\n{output[-5000:]}"
+    try:
+        for i, command in enumerate(rest):
+            if command in server:
+                continue
+            log = tmp_path / f"replay-{i}.log"
+            with open(log, "w") as f:
+                rc = subprocess.call(["bash", "-c", f"{exports}\n{command}"], env=shell_env, cwd=ROOT, stdout=f,
+                                     stderr=subprocess.STDOUT, timeout=900)
+            output = log.read_text()
+            assert rc == 0, f"$ {command}\n{output[-5000:]}"
+            if command.startswith("airflow dags test "):
+                assert re.search(r"DagRun Finished: .* state=success", output), f"$ {command}\n{output[-5000:]}"
+    finally:
+        for command in stand_ins[brokers:]:  # no stand-in outlives the test, whatever failed
+            subprocess.call(["bash", "-c", command], env=shell_env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, timeout=120)
     listing = (tmp_path / f"replay-{rest.index(next(c for c in rest if 'report --list' in c))}.log").read_text()
     dag_runs = listing.split("DAG runs (their merged reports):", 1)[-1].split("runs (DAG steps and commands):", 1)[0]
     # the DAG run's own report, listed with the DAG runs: started, run id, kind, status, exit

@@ -218,6 +218,9 @@ _ALLOWED_PRIMITIVES = {
     ("migration/migrations/common/replace.py", "rename"),
     # a backup hard link, or a copy fsynced by fileio.fsync_file; the caller fsyncs the directory
     ("migration/migrations/common/backup.py", "link"),
+    # a staged file linked into its partition dir as .cleaned; the unit fsyncs the directory
+    # before its journal says cleaned (unit._swap_in)
+    ("migration/migrations/upgrade/unit.py", "link"),
     # the unification's crash test leaves a half-written part file on disk on purpose
     ("migration/migrations/unify/snapshot.py", "fsync"),
     # Spark's own log directory: nothing reads it after a crash

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +27,7 @@ from migration.audit.model import Finding, FindingCode, OffsetRange, RunKind, Ru
 from migration.audit.store import ReportNotFound, ReportStore
 from migration.formats import names
 from migration.formats.errors import KafkaFormatError
+from migration.formats.fileio import durable_mkdir, durable_rmtree
 from migration.logdir.model import scan_log_dir
 from migration.migrations.common.backup import fingerprint
 from migration.migrations.upgrade.options import UpgradeOptions
@@ -123,20 +123,20 @@ def stage_segment(stage: Stage, partition_dir: Path, base_offset: int, next_base
         rr = rewrite_segment(log, spec, out_dir=out)
         after = digest_outputs(out, rr.outputs)
     except FileNotFoundError:
-        shutil.rmtree(out, ignore_errors=True)
+        durable_rmtree(out)
         return _Outcome(status="changed")
     except KafkaFormatError as exc:
-        shutil.rmtree(out, ignore_errors=True)
+        durable_rmtree(out)
         # Kafka may have shortened or replaced it while it was read: only an unchanged one is corrupt
         if identities(partition_dir, files) != before:
             return _Outcome(status="changed", error=exc)
         return _Outcome(status="corrupt", error=exc)
     read = sum(f.size for f in originals)
     if identities(partition_dir, files) != before or segment_files(partition_dir, base_offset) != files:
-        shutil.rmtree(out, ignore_errors=True)
+        durable_rmtree(out)
         return _Outcome(status="changed", read_bytes=read)
     if not after.matches(rr.digest_before, timestamps=not conversion.stamp_v0_with_mtime):
-        shutil.rmtree(out, ignore_errors=True)
+        durable_rmtree(out)
         return _Outcome(status="corrupt", read_bytes=read, error=KafkaFormatError(
             "record digest of the converted segment differs from the original", path=str(log)))
     staged_names = [n + names.CLEANED_FILE_SUFFIX for o in rr.outputs for n in o.files]
@@ -173,7 +173,7 @@ def _check_place(root: Path, dirs: list[str]) -> None:
         raise Refused(f"the stage root {root} is inside log dir {inside[0]}: Kafka would refuse to start on it; give "
                       "--stage-root outside every log dir, on their file system")
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        durable_mkdir(root)
     except OSError as exc:
         raise Refused(f"the stage root {root} cannot be created: {exc.strerror or exc}") from None
     other = [d for d in dirs if device_of(d) != device_of(root)]
@@ -236,8 +236,7 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
         _check_report_id(options.stage_id)
         _check_place(root, dirs)
         candidates, kept, active = _survey(report, stage, dirs, opts, conversion, broker_id)
-        for orphan in stage.orphans():
-            shutil.rmtree(orphan, ignore_errors=True)
+        durable_rmtree(*stage.orphans())
         todo, later = _within_budget(candidates, options.budget)
         _check_space(root, sum(c.size for c in todo))
     except Refused as exc:

@@ -22,7 +22,6 @@ manifest is; files without one are an interrupted staging, which the next pass r
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,7 +33,7 @@ from migration import __version__
 from migration.formats import names
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 from migration.formats.digest import RecordDigest
-from migration.formats.fileio import durable_mkdir, durable_unlink, fsync_dir
+from migration.formats.fileio import durable_mkdir, durable_rmtree, durable_unlink, fsync_dir
 from migration.migrations.common.backup import BackupFile, partition_key
 from migration.migrations.common.leader_epoch import plan_assignment
 from migration.migrations.upgrade.options import UpgradeOptions
@@ -243,8 +242,7 @@ class Stage:
     def new_files_dir(self, partition_dir: str | Path, base_offset: int) -> Path:
         """An empty directory for a segment's staged files (an interrupted staging's removed)."""
         d = self.files_dir(partition_dir, base_offset)
-        if d.exists():
-            shutil.rmtree(d)
+        durable_rmtree(d)
         return durable_mkdir(d)
 
     def save(self, entry: StagedSegment) -> None:
@@ -260,30 +258,21 @@ class Stage:
         durable_unlink(self.manifest_path(partition_dir, base_offset))
         d = self.files_dir(partition_dir, base_offset)
         freed = _unlinked_bytes(d)
-        if d.exists():
-            shutil.rmtree(d)
-            fsync_dir(d.parent)
+        durable_rmtree(d)
         return freed
 
     def forget(self, entries: list[StagedSegment]) -> None:
         """Remove staged segments that are of no more use (the window is over): manifests, then
         files, one fsync per directory at the end. Not durable one by one, because nothing
         depends on it: a segment a crash brings back is found stale or unused and removed again."""
-        for e in entries:
-            self.manifest_path(e.partition_dir, e.base_offset).unlink(missing_ok=True)
-        for e in entries:
-            shutil.rmtree(self.files_dir(e.partition_dir, e.base_offset), ignore_errors=True)
-        for d in (self.path / MANIFESTS_DIR, self.path / FILES_DIR):
-            if d.is_dir():
-                fsync_dir(d)
+        durable_unlink(*(self.manifest_path(e.partition_dir, e.base_offset) for e in entries))
+        durable_rmtree(*(self.files_dir(e.partition_dir, e.base_offset) for e in entries))
 
     def discard(self) -> int:
         """Remove the whole stage (any time: the window links what it uses into the log dir,
         and a staged file linked there stays). Returns the bytes freed."""
         freed = _unlinked_bytes(self.path)
-        if self.path.exists():
-            shutil.rmtree(self.path)
-            fsync_dir(self.root)
+        durable_rmtree(self.path)
         return freed
 
     def orphans(self) -> list[Path]:
