@@ -287,6 +287,7 @@ def _survey(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptio
     candidates: list[_Candidate] = []
     kept = active = 0
     seen: set[tuple[str, int]] = set()
+    stale: list[StagedSegment] = []
     target = opts.target_magic
     for d in dirs:
         ld = _scan_live(d)
@@ -319,14 +320,15 @@ def _survey(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptio
                         track_progress=False)
                     continue
                 if entry is not None:
-                    stage.drop(*key)
+                    stale.append(entry)
                 if seg.size and _in_target(pdir / seg.log_file, target) is False:
                     candidates.append(_Candidate(broker_id=bid, topic=part.topic, partition=part.partition,
                                                  partition_dir=str(pdir), base_offset=seg.base_offset,
                                                  next_base_offset=nxt, size=seg.size, epochs=epochs))
     for key, entry in entries.items():
         if key not in seen and any(Path(entry.partition_dir).is_relative_to(d) for d in dirs):
-            stage.drop(*key)  # deleted or merged by Kafka since: nothing of it to swap in
+            stale.append(entry)  # deleted or merged by Kafka since: nothing of it to swap in
+    stage.forget(stale)
     return candidates, kept, active
 
 

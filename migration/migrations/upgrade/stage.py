@@ -66,7 +66,7 @@ class FileIdentity(BaseModel):
         return cls(name=path.name, dev=st.st_dev, ino=st.st_ino, size=st.st_size, mtime_ns=st.st_mtime_ns,
                    ctime_ns=st.st_ctime_ns)
 
-    def same_inode(self, other: FileIdentity) -> bool:
+    def same_except_ctime(self, other: FileIdentity) -> bool:
         """Same file, same bytes as far as Kafka could change them: all but the ctime, which a
         hard link (the run's backup, the window's link of a staged file) changes too."""
         return (self.name, self.dev, self.ino, self.size, self.mtime_ns) == \
@@ -193,7 +193,7 @@ def still_current(entry: StagedSegment, partition_dir: Path, next_base_offset: i
     now = identities(partition_dir, files)
     if now is None or [i.name for i in entry.original_ids] != files:
         return False
-    return all(was == cur or (was.same_inode(cur) and ctime_moved_by_us(cur))
+    return all(was == cur or (was.same_except_ctime(cur) and ctime_moved_by_us(cur))
                for was, cur in zip(entry.original_ids, now, strict=True))
 
 
@@ -252,19 +252,11 @@ class Stage:
         durable_mkdir(p.parent)
         entry.write(p)
 
-    def drop(self, partition_dir: str | Path, base_offset: int) -> int:
-        """Forget a staged segment: the manifest first (a crash then leaves files without one,
-        which the next pass or a discard removes), then its files. Returns the bytes freed."""
-        durable_unlink(self.manifest_path(partition_dir, base_offset))
-        d = self.files_dir(partition_dir, base_offset)
-        freed = _unlinked_bytes(d)
-        durable_rmtree(d)
-        return freed
-
     def forget(self, entries: list[StagedSegment]) -> None:
-        """Remove staged segments that are of no more use (the window is over): manifests, then
-        files, one fsync per directory at the end. Not durable one by one, because nothing
-        depends on it: a segment a crash brings back is found stale or unused and removed again."""
+        """Remove staged segments of no more use (stale, or the window is over): the manifests
+        first (a crash then leaves files without one, which the next pass or a discard removes),
+        then the files; one fsync per directory, not one per segment: a segment a crash brings
+        back is found stale or unused and removed again."""
         durable_unlink(*(self.manifest_path(e.partition_dir, e.base_offset) for e in entries))
         durable_rmtree(*(self.files_dir(e.partition_dir, e.base_offset) for e in entries))
 

@@ -307,7 +307,7 @@ def _usable_stage(ctx: UnitContext) -> StagedSegment | None:
                                           ctime_moved_by_us=lambda cur: _linked_in_backup(earlier, cur)):
         return None
     staged_now = identities(stage.files_dir(pdir, ctx.base_offset), [i.name for i in entry.staged_ids])
-    if staged_now is None or not all(a.same_inode(b) for a, b in zip(entry.staged_ids, staged_now, strict=True)):
+    if staged_now is None or not all(a.same_except_ctime(b) for a, b in zip(entry.staged_ids, staged_now, strict=True)):
         return None
     return entry
 
