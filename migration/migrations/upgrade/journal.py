@@ -1,4 +1,7 @@
-"""The per-unit journal of an upgrade: ``<run dir>/journal/<unit id>.json``.
+"""The per-unit journal of an upgrade: ``<run dir>/journal/<unit id>.json``, then
+``<unit id>+1.json``, ``<unit id>+2.json``... (runtime/runs.py: each save a new file, the
+highest number the journal; renaming over the previous one would free it, a slow operation on
+a file system mounted with online discard).
 
 It lives in the run directory, never in a log dir (Kafka refuses unknown files there), and is
 written atomically (temporary file, fsync, rename, fsync of the directory) at each step that
@@ -32,7 +35,7 @@ from migration.formats.fileio import durable_mkdir, durable_replace
 from migration.migrations.common.backup import BackupFile
 from migration.migrations.upgrade.rewrite import OutputSegment
 from migration.runtime.documents import RunDocument
-from migration.runtime.runs import JOURNAL_DIR
+from migration.runtime.runs import JOURNAL_DIR, journal_file_name
 
 
 class JournalState(StrEnum):
@@ -53,9 +56,11 @@ class UnitJournal(RunDocument):
     """One unit's journal; versioned like every run document (a resume may read it with a newer
     kmigrate: an unknown version is refused, never guessed at). Version 2: the originals' and
     outputs' file checksums name their algorithm (BLAKE3); version 1 holds SHA-256 in ``sha256``
-    / ``log_sha256``, read as such (``common.checksum``). Version 3: ``staged_from``."""
+    / ``log_sha256``, read as such (``common.checksum``). Version 3: ``staged_from``. Version 4:
+    saved under a new name each time (a kmigrate that reads version 3 at most would take a
+    unit's first file for its journal; it refuses the run instead)."""
 
-    VERSION: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 4
     NAME: ClassVar[str] = "unit journal"
 
     unit_id: str
@@ -92,17 +97,29 @@ class UnitJournal(RunDocument):
         return [n for o in self.outputs for n in o.files]
 
 
-def journal_path(run_dir: str | os.PathLike[str], unit_id: str) -> Path:
-    return Path(run_dir) / JOURNAL_DIR / f"{unit_id}.json"
+def journal_path(run_dir: str | os.PathLike[str], unit_id: str, save: int = 0) -> Path:
+    """The unit's ``save``-th journal file (runtime/runs.py, ``journal_file_name``)."""
+    return Path(run_dir) / JOURNAL_DIR / journal_file_name(unit_id, save)
+
+
+def _latest_save(run_dir: str | os.PathLike[str], unit_id: str) -> int | None:
+    """The number of the unit's latest journal file, None without one. Saves are made one
+    after the other, each durable (its directory fsynced) before the next is begun, so they
+    are numbered without a gap: a few stats, no listing of a directory of every unit's."""
+    n = None
+    while journal_path(run_dir, unit_id, 0 if n is None else n + 1).exists():
+        n = 0 if n is None else n + 1
+    return n
 
 
 def load_journal(run_dir: str | os.PathLike[str], unit_id: str) -> UnitJournal | None:
-    p = journal_path(run_dir, unit_id)
-    return UnitJournal.read(p) if p.exists() else None
+    n = _latest_save(run_dir, unit_id)
+    return None if n is None else UnitJournal.read(journal_path(run_dir, unit_id, n))
 
 
 def save_journal(run_dir: str | os.PathLike[str], journal: UnitJournal) -> None:
-    p = journal_path(run_dir, journal.unit_id)
+    n = _latest_save(run_dir, journal.unit_id)
+    p = journal_path(run_dir, journal.unit_id, 0 if n is None else n + 1)
     durable_mkdir(p.parent)
     journal.updated_at = datetime.now(UTC)
     journal.version = UnitJournal.VERSION  # written in this kmigrate's form, whatever it was read from

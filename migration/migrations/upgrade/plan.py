@@ -33,7 +33,7 @@ from migration.migrations.upgrade.rewrite import Converter, RewriteSpec, add_wal
 from migration.migrations.upgrade.stage import Stage, StagedSegment, conversion_of, leader_epochs_after, still_current
 from migration.runtime.documents import PrepareDocument
 from migration.runtime.engine import Unit
-from migration.runtime.runs import RunDir
+from migration.runtime.runs import RunDir, latest_journal_files
 from migration.runtime.safety import Refused, RunLock, check_backup_root, check_clean_shutdown, check_not_live
 from migration.settings import default_backup_root, default_stage_root, runs_dir
 
@@ -250,7 +250,7 @@ def _in_flight() -> dict[str, set[str]]:
     """Partition directory -> the upgrade runs (in this tool's state directory) with a unit in
     flight there."""
     found: dict[str, set[str]] = {}
-    for jf in runs_dir().glob(f"*/{JOURNAL_DIR}/*.json"):
+    for jf in (f for d in runs_dir().glob(f"*/{JOURNAL_DIR}") for f in latest_journal_files(d)):
         try:
             j = UnitJournal.read(jf)
         except (OSError, ValueError):

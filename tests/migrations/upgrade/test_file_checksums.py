@@ -23,6 +23,7 @@ from kafka_loader import read_log_dir_records, simulate_log_dir_startup
 
 from migration.migrations.common.backup import MANIFESTS_DIR
 from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, rollback_run
+from migration.runtime.runs import latest_journal_files
 
 CRASH_JOB = Path(__file__).with_name("crash_job.py")
 SEGMENT_BYTES = 24 * 1024
@@ -37,7 +38,8 @@ def log_dir(sample_cluster_template, tmp_path) -> Path:
 
 
 def _journals(private_out: Path, run_id: str) -> list[Path]:
-    paths = sorted((private_out / "runs" / run_id / "journal").glob("*.json"))
+    """Each unit's latest journal file."""
+    paths = latest_journal_files(private_out / "runs" / run_id / "journal")
     assert paths
     return paths
 
@@ -76,10 +78,14 @@ def _as_version_1(private_out: Path, run_id: str) -> None:
     journals = _journals(private_out, run_id)
     for p in journals:
         j = json.loads(p.read_text())
-        assert j["version"] == 3 and j.pop("staged_from") is None  # version 3 added it
+        assert j["version"] == 4 and j.pop("staged_from") is None  # version 3 added it
         j["originals"] = [_original_as_version_1(f, Path(j["backup_dir"])) for f in j["originals"]]
         j["outputs"] = [_output_as_version_1(o, Path(j["partition_dir"])) for o in j["outputs"]]
-        p.write_text(json.dumps(j | {"version": 1}, indent=1))
+        # before version 4 a unit's journal was one file, <unit id>.json, replaced at each save
+        for earlier in p.parent.glob(f"{j['unit_id']}+*.json"):
+            earlier.unlink()
+        (p.parent / f"{j['unit_id']}.json").write_text(json.dumps(j | {"version": 1}, indent=1))
+    journals = _journals(private_out, run_id)
     for p in _manifests(journals):
         m = json.loads(p.read_text())
         assert m["version"] == 2
@@ -106,11 +112,14 @@ def test_a_crashed_run_of_an_earlier_kmigrate_restarts_its_units(log_dir, privat
     report = execute_upgrade([str(log_dir)], options=OPTIONS, engine="inline", run_id=run_id)
     assert report.exit_code() == 0, [(u.path, [e.message for e in u.errors]) for *_, u in report.problem_units()]
     assert read_log_dir_records(log_dir) == expected
-    # the restarted units' journals are written as this version (3): their originals keep the SHA-256
+    # the restarted units' journals are written as this version (4): their originals keep the SHA-256
     # of their backup, their new outputs have BLAKE3 (units done before the crash are left alone)
-    for p in in_flight:
+    restarted = {json.loads(p.read_text())["unit_id"] for p in in_flight}
+    for p in _journals(private_out, run_id):
         j = json.loads(p.read_text())
-        assert (j["version"], j["state"]) == (3, "done")
+        if j["unit_id"] not in restarted:
+            continue
+        assert (j["version"], j["state"]) == (4, "done")
         assert {f["checksum_algorithm"] for f in j["originals"]} == {"sha256"}
         assert {o["checksum_algorithm"] for o in j["outputs"]} == {"blake3"}
 
@@ -137,7 +146,8 @@ def test_a_changed_backup_is_refused_whatever_its_checksum(log_dir, private_out)
     data[len(data) // 2] ^= 0xFF
     os.unlink(victim)  # a hard link to the original's inode: replace it, do not write through it
     victim.write_bytes(bytes(data))
-    journal = json.loads((private_out / "runs" / run_id / "journal" / f"{manifest['unit_id']}.json").read_text())
+    journal = json.loads(next(p for p in _journals(private_out, run_id) if json.loads(p.read_text())["unit_id"]
+                              == manifest["unit_id"]).read_text())
     pdir = Path(manifest["partition_dir"])
     outputs = {n: (pdir / n).read_bytes() for o in journal["outputs"] for n in o["files"]}
     rb = rollback_run(run_id)
