@@ -14,6 +14,8 @@ not, and the tool runs on whatever file system the brokers use. So:
 - ``durable_mkdir``: ``mkdir -p`` whose every new directory is made durable in its parent,
   from the first one that already existed down (a lost directory loses all it holds).
 - ``durable_unlink``: directory entries removed, each directory fsynced.
+- ``durable_move``: a file or directory renamed to a name that is free, both directories
+  fsynced.
 - ``write_and_fsync``: a file's bytes made durable under the name they are written to; the
   caller fsyncs the directory before anything depends on the name (``fsync_dir``).
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import queue
 import shutil
@@ -162,6 +165,20 @@ def durable_unlink(*paths: StrPath) -> list[Path]:
     for d in dirs:
         fsync_dir(d)
     return removed
+
+
+def durable_move(src: StrPath, dst: StrPath) -> Path:
+    """Rename ``src`` (a file or a directory) to ``dst``, a name nobody holds, on the same file
+    system; fsync ``dst``'s directory, then ``src``'s when it is another: after a power cut
+    the entry is under one name or the other, never lost. Returns ``dst``."""
+    target = Path(dst)
+    if target.exists():
+        raise FileExistsError(errno.EEXIST, "a durable move does not replace", str(target))
+    os.rename(src, target)
+    fsync_dir(target.parent)
+    if Path(src).parent.resolve() != target.parent.resolve():
+        fsync_dir(Path(src).parent)
+    return target
 
 
 def durable_rmtree(*paths: StrPath) -> None:

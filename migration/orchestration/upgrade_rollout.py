@@ -33,7 +33,7 @@ from migration.migrations.upgrade.options import TargetFormat
 from migration.migrations.upgrade.plan import load_plan
 from migration.migrations.upgrade.preflight import PreflightPrepare, finalize_preflight, prepare_preflight
 from migration.migrations.upgrade.prestage import PrestageOptions, prestage_upgrade
-from migration.migrations.upgrade.stage import Stage
+from migration.migrations.upgrade.stage import Stage, sweep_deleted
 from migration.orchestration.common import (
     check_spark_connection,
     dag_params,
@@ -509,6 +509,8 @@ def start_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str
                     "command); the next broker's window waits until it holds its log dir lock again")
             _note_on_prestage(dag_run_id, broker_id, note)
         RunDir(wd.name).write(STARTED_MARKER, {"at": utcnow().isoformat(), "command": cmd})
+    # what the window left of the broker's stage, once the broker runs (upgrade/stage.py)
+    sweep_deleted(broker_stage(plan, broker_id, dag_run_id).root)
     return {"broker_id": broker_id, "started": bool(cmd), "note": note}
 
 

@@ -191,6 +191,27 @@ def test_durable_unlink_fsyncs_the_directory(tmp_path: Path, monkeypatch: pytest
     assert ops == [("unlink", "f"), ("fsync", str(tmp_path / "a"))]
 
 
+def test_durable_move_fsyncs_both_directories_and_never_replaces(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a" / "stage" / "files").mkdir(parents=True)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "taken").mkdir()
+    ops = _trace_durability(monkeypatch)
+    real_rename = os.rename
+
+    def rename(a: str, b: str) -> None:
+        real_rename(a, b)
+        ops.append(("rename", f"{Path(a).name}->{Path(b).name}"))
+
+    monkeypatch.setattr(os, "rename", rename)
+    assert fileio.durable_move(tmp_path / "a" / "stage", tmp_path / "b" / "s.1") == tmp_path / "b" / "s.1"
+    assert (tmp_path / "b" / "s.1" / "files").is_dir() and not (tmp_path / "a" / "stage").exists()
+    assert ops == [("rename", "stage->s.1"), ("fsync", str(tmp_path / "b")), ("fsync", str(tmp_path / "a"))]
+    with pytest.raises(FileExistsError):
+        fileio.durable_move(tmp_path / "b" / "s.1", tmp_path / "taken")
+    assert (tmp_path / "b" / "s.1").is_dir()
+
+
 def test_write_and_fsync_and_background_writer_set_times_before_the_fsync(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []

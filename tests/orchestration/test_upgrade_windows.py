@@ -252,10 +252,13 @@ def test_a_start_command_returning_before_the_broker_is_up_is_waited_for(sample_
     d = sample_cluster.broker_log_dirs[1]
     pid_file = tmp_path / "broker.pid"
     plan.control[1] = BrokerControl(start=[sys.executable, "-c", HOLD_LATER, str(d / ".lock"), str(pid_file)])
+    retired = _stage(plan, 1, 10).retire()  # what the window left of its stage
+    assert retired is not None and retired.is_dir()
     try:
         out = rollout.start_broker(plan, 1, DAG_RUN)
         assert lock_status(d).live, "start_broker returned before the broker held its lock"
         assert out["started"] and "holds its log dir lock again" in out["note"]
+        assert not retired.parent.exists()  # removed once the broker runs
         assert (window_dir(DAG_RUN, 1) / STARTED_MARKER).exists()
         assert rollout_gate(plan, 2, DAG_RUN) == ("go", "")
     finally:

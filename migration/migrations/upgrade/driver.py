@@ -239,8 +239,8 @@ def close_window(stage: Stage, units: list[Unit], log_dirs: list[str], results: 
                   duration_s: float) -> WindowRecord:
     """After the window's units: the stage's segments of these log dirs are dropped (those
     swapped in live on in the log dir under their own names; the rest are of no use now: their
-    original changed or is gone, or their unit failed), and the stage too once nothing of it is
-    left."""
+    original changed or is gone, or their unit failed), and the stage retired once nothing of
+    it is left (its bookkeeping removed once the broker runs again: stage.py)."""
     from_stage = {r.get("unit_id") for r in results if r.get("from_stage")}
     swapped = {(p.partition_dir, p.base_offset) for u in units if u.id in from_stage
                for p in [SegmentParams.model_validate(u.params)]}
@@ -255,7 +255,7 @@ def close_window(stage: Stage, units: list[Unit], log_dirs: list[str], results: 
         if (e.partition_dir, e.base_offset) not in swapped:
             discarded[d] = discarded.get(d, 0) + 1
     if len(ours) == len(entries):
-        stage.discard()
+        stage.retire()  # the rest once the broker runs again (stage.py, sweep_deleted)
     else:
         stage.forget(ours)
     return WindowRecord(stage_id=stage.stage_id, duration_s=duration_s, discarded=discarded)

@@ -42,6 +42,7 @@ from migration.migrations.upgrade.stage import (
     leader_epochs_after,
     segment_files,
     still_current,
+    sweep_deleted,
 )
 from migration.runtime.safety import Refused
 from migration.settings import default_stage_root, device_of, is_inside
@@ -237,6 +238,7 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
         _check_place(root, dirs)
         candidates, kept, active = _survey(report, stage, dirs, opts, conversion, broker_id)
         durable_rmtree(*stage.orphans())
+        sweep_deleted(root)  # what earlier windows left of their stages
         todo, later = _within_budget(candidates, options.budget)
         _check_space(root, sum(c.size for c in todo))
     except Refused as exc:

@@ -17,7 +17,7 @@ from migration.audit.model import FindingCode, RunKind, UnitStatus
 from migration.formats import names
 from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, rollback_run
 from migration.migrations.upgrade.prestage import PrestageOptions, prestage_upgrade
-from migration.migrations.upgrade.stage import Stage
+from migration.migrations.upgrade.stage import DELETED_DIR, Stage
 from migration.settings import default_stage_root
 
 
@@ -89,7 +89,17 @@ def test_window_swaps_the_stage_in_and_rollback_restores(live, sample_cluster) -
                                    if u.status is UnitStatus.OK and u.unit_type.value == "segment") - n_staged
     assert read_log_dir_records(live) == expected
     assert not any(simulate_log_dir_startup(live).values())  # Kafka's loader finds nothing to resolve
-    assert not Stage(default_stage_root([live]), "stage-b").exists()  # dropped with the window
+    root = default_stage_root([live])
+    assert not Stage(root, "stage-b").exists()  # retired with the window
+    # its staged files are unlinked at once: every swapped segment's files have one name, the
+    # log dir's (nothing held once Kafka deletes them); only its bookkeeping waits, under .deleted
+    (aside,) = (root / DELETED_DIR).iterdir()
+    assert aside.name.startswith("stage-b.") and not [f for f in aside.rglob("*") if f.is_file()
+                                                       and not f.name.endswith(".json")]
+    assert all(f.stat().st_nlink == 1 for p in _partitions(live) for f in p.iterdir() if f.is_file()
+               and f.suffix in (".log", ".index", ".timeindex"))
+    _prestage(live, "stage-b2")  # the next prestage sweeps it (the broker runs again by then)
+    assert not (root / DELETED_DIR).exists()
     rb = rollback_run("window-b")
     assert rb.exit_code() == 0
     assert {k: v for k, v in tree_state(live).items() if not k.endswith(".kafka_cleanshutdown")} == \
