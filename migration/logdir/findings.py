@@ -185,6 +185,9 @@ class FindingCode(StrEnum):
     PRESTAGED = "PRESTAGED", (
         "a closed segment converted into the stage while the broker ran: the stop window swaps it in")
     PRESTAGE_KEPT = "PRESTAGE_KEPT", "staged by an earlier pass and unchanged since: kept as it is"
+    PRESTAGE_VERIFIED = "PRESTAGE_VERIFIED", (
+        "a closed segment in the target format already, checked as the stop window would (CRCs, offsets, indexes, "
+        "leader epochs) with nothing found: the window leaves it as it is without reading it")
     CHANGED_WHILE_STAGING = "CHANGED_WHILE_STAGING", (
         "Kafka deleted, replaced or shortened the segment while it was staged: dropped from the stage (the stop "
         "window converts it if it is still there)")

@@ -18,7 +18,7 @@ from migration.migrations.unify.plan import UnifyPrepare
 from migration.migrations.upgrade.journal import UnitJournal
 from migration.migrations.upgrade.plan import UpgradePrepare
 from migration.migrations.upgrade.preflight import PreflightPrepare
-from migration.migrations.upgrade.stage import StagedSegment
+from migration.migrations.upgrade.stage import StagedSegment, VerifiedSegment
 from migration.runtime.documents import JobDocument, ResultsDocument
 
 COMMAND = "python -m migration.migrations.schema_export"
@@ -36,6 +36,7 @@ RUN_DOCUMENTS: dict[str, type[BaseModel]] = {
     "backup-leader-epoch": EpochAssignment,
     "backup-tier-partition": PartitionBackup,
     "upgrade-stage-manifest": StagedSegment,
+    "upgrade-stage-verified": VerifiedSegment,
 }
 ALL: dict[str, type[BaseModel]] = {**schema_export.SCHEMAS, **RUN_DOCUMENTS}
 

@@ -30,7 +30,14 @@ from migration.migrations.common.leader_epoch import EpochAssignment, plan_assig
 from migration.migrations.upgrade.journal import IN_FLIGHT, JOURNAL_DIR, UnitJournal
 from migration.migrations.upgrade.options import UpgradeOptions
 from migration.migrations.upgrade.rewrite import Converter, RewriteSpec, add_walker_bytes
-from migration.migrations.upgrade.stage import Stage, StagedSegment, conversion_of, leader_epochs_after, still_current
+from migration.migrations.upgrade.stage import (
+    Stage,
+    StagedSegment,
+    conversion_of,
+    leader_epochs_after,
+    still_current,
+    verified_current,
+)
 from migration.runtime.documents import PrepareDocument
 from migration.runtime.engine import Unit
 from migration.runtime.runs import RunDir, latest_journal_files
@@ -322,8 +329,9 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
         if not Stage(stage_root, options.stage).exists():
             raise Refused(f"no stage {options.stage} in {stage_root} (discarded, or another --stage-root?); without "
                           "--stage every segment is converted in the window")
-    staged = {(e.partition_dir, e.base_offset): e for e in Stage(stage_root, options.stage).entries()} \
-        if options.stage is not None and stage_root is not None else {}
+    stage = Stage(stage_root, options.stage) if options.stage is not None and stage_root is not None else None
+    staged = {(e.partition_dir, e.base_offset): e for e in stage.entries()} if stage is not None else {}
+    verified = {(e.partition_dir, e.base_offset): e for e in stage.verified()} if stage is not None else {}
     _check_stage_options(options, staged.values())
     leftovers: list[str] = []
     pending_deletes: list[str] = []
@@ -363,13 +371,16 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                     units.append(unit)
                     estimates[unit.id] = entry.bytes_after
                     continue
-                survey = _SegmentSurvey(target, estimate_growth=deep, spec=RewriteSpec(
-                    target_magic=target, segment_bytes=options.segment_bytes,
-                    max_message_bytes=options.max_message_bytes,
-                    stamp_v0_ms=seg.mtime_ns // 1_000_000 if options.stamp_v0_with_mtime else None))
-                res, _ = validate_segment(log_path, next_base_offset=nxt, deep=deep, partition=part.name,
-                                          on_batch=survey, leader_epochs=part.leader_epochs and
-                                          [(epoch, start) for epoch, start in part.leader_epochs])
+                checked = verified.get((str(pdir), seg.base_offset))
+                if checked is not None and verified_current(checked, pdir, nxt, conversion_of(options),
+                                                            _checkpoint_epochs(part)):
+                    # The prestage made the checks below and found nothing: the window reads no byte of it.
+                    skipped.append(SegmentRow(broker_id=bid, topic=part.topic, partition=part.partition,
+                                              unit=seg.log_file, path=str(log_path), bytes=checked.bytes,
+                                              formats=checked.bytes_by_magic, records=checked.records))
+                    continue
+                res, survey = survey_segment(log_path, nxt, partition=part.name, checkpoint=_checkpoint_epochs(part),
+                                             mtime_ns=seg.mtime_ns, options=options, deep=deep)
                 row = SegmentRow(broker_id=bid, topic=part.topic, partition=part.partition, unit=seg.log_file,
                                  path=str(log_path), bytes=seg.size, formats=survey.bytes_by_magic,
                                  records=survey.records)
@@ -428,6 +439,32 @@ def _segment_unit(broker_id: int, dir_index: int, log_dir: str, part: Partition,
                 params=SegmentParams(partition_dir=str(pdir), base_offset=seg.base_offset, next_base_offset=next_base,
                                      mtime_ns=seg.mtime_ns, formats=formats,
                                      index_repairs=index_repairs).model_dump(mode="json"))
+
+
+def _checkpoint_epochs(part: Partition) -> list[tuple[int, int]]:
+    """The leader-epoch checkpoint as read by the scan: (epoch, start offset)."""
+    return [(epoch, start) for epoch, start in part.leader_epochs or ()]
+
+
+def survey_segment(log_path: Path, next_base_offset: int | None, *, partition: str, checkpoint: list[tuple[int, int]],
+                   mtime_ns: int, options: UpgradeOptions, deep: bool) -> tuple[ValidationResult, _SegmentSurvey]:
+    """What the plan reads of a segment: Kafka's recovery checks (every record's too when
+    ``deep``, a dry run) against the partition's leader-epoch ``checkpoint``, its formats and
+    records (and, ``deep``, the conversion's growth)."""
+    target = options.target_magic
+    survey = _SegmentSurvey(target, estimate_growth=deep, spec=RewriteSpec(
+        target_magic=target, segment_bytes=options.segment_bytes, max_message_bytes=options.max_message_bytes,
+        stamp_v0_ms=mtime_ns // 1_000_000 if options.stamp_v0_with_mtime else None))
+    res, _ = validate_segment(log_path, next_base_offset=next_base_offset, deep=deep, partition=partition,
+                              on_batch=survey, leader_epochs=checkpoint or None)
+    return res, survey
+
+
+def left_as_is(res: ValidationResult, survey: _SegmentSurvey, log_path: Path, target_magic: int) -> bool:
+    """A segment the upgrade leaves as it is and reports nothing of: every batch in the target
+    format, nothing corrupt, no index to rebuild, no finding at all."""
+    return bool(survey.magics) and min(survey.magics) >= target_magic and not res.problems \
+        and _corruption(res, log_path) is None and not rebuild_reasons(res.findings, log_path)
 
 
 def _check_stage_options(options: UpgradeOptions, entries: Iterable[StagedSegment]) -> None:

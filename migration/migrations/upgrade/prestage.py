@@ -31,11 +31,13 @@ from migration.formats.fileio import durable_mkdir, durable_rmtree
 from migration.logdir.model import scan_log_dir
 from migration.migrations.common.backup import fingerprint
 from migration.migrations.upgrade.options import UpgradeOptions
+from migration.migrations.upgrade.plan import left_as_is, survey_segment
 from migration.migrations.upgrade.rewrite import RewriteSpec, digest_outputs, rewrite_segment
 from migration.migrations.upgrade.stage import (
     Conversion,
     Stage,
     StagedSegment,
+    VerifiedSegment,
     conversion_of,
     epochs_in_range,
     identities,
@@ -43,6 +45,7 @@ from migration.migrations.upgrade.stage import (
     segment_files,
     still_current,
     sweep_deleted,
+    verified_current,
 )
 from migration.runtime.safety import Refused
 from migration.settings import default_stage_root, device_of, is_inside
@@ -164,6 +167,55 @@ class _Candidate(BaseModel):
     next_base_offset: int | None
     size: int
     epochs: list[tuple[int, int]]
+    # for a segment in the target format already, what the window's checks take (plan.survey_segment)
+    partition_name: str = ""
+    checkpoint: list[tuple[int, int]] = Field(default_factory=list)
+    mtime_ns: int = 0
+
+
+class _Survey(BaseModel):
+    """What a pass does: closed segments to stage, closed segments in the target format to
+    check as the window would (:func:`verify_segment`), and what earlier passes did that holds."""
+
+    candidates: list[_Candidate] = Field(default_factory=list)
+    to_verify: list[_Candidate] = Field(default_factory=list)
+    kept: int = 0
+    verified_kept: int = 0
+    active: int = 0
+
+
+def verify_segment(stage: Stage, c: _Candidate, options: UpgradeOptions, conversion: Conversion
+                   ) -> tuple[str, int, int | None]:
+    """Check a closed segment in the target format as the window's plan would (plan.survey_segment)
+    and, when that finds nothing and its files were the same before and after the read, record
+    it in the stage: the window then skips it unread. Returns (``verified``, ``findings`` or
+    ``changed``; bytes read; its records). A segment with findings is left for the window to
+    report."""
+    pdir = Path(c.partition_dir)
+    log = pdir / names.log_file_name(c.base_offset)
+    files = segment_files(pdir, c.base_offset)
+    before = identities(pdir, files)
+    if before is None or log.name not in files:
+        return "changed", 0, None
+    try:
+        res, survey = survey_segment(log, c.next_base_offset, partition=c.partition_name, checkpoint=c.checkpoint,
+                                     mtime_ns=c.mtime_ns, options=options, deep=False)
+    except FileNotFoundError:
+        return "changed", 0, None
+    size = next(i.size for i in before if i.name == log.name)
+    if identities(pdir, files) != before or segment_files(pdir, c.base_offset) != files:
+        return "changed", size, None
+    # No POSIX_FADV_DONTNEED here: closed v2 segments are a mixed log dir's recent data, which
+    # consumers may be reading from the cache; a page read once stays on the kernel's inactive
+    # list and goes first anyway.
+    if not left_as_is(res, survey, log, options.target_magic):
+        return "findings", size, None
+    stage.save_verified(VerifiedSegment(
+        stage_id=stage.stage_id, partition_dir=str(pdir), base_offset=c.base_offset,
+        next_base_offset=c.next_base_offset, conversion=conversion,
+        leader_epochs=epochs_in_range(c.checkpoint, c.base_offset, c.next_base_offset), original_ids=before,
+        bytes=size, bytes_by_magic=survey.bytes_by_magic, records=survey.records))
+    return "verified", size, survey.records
 
 
 def _check_place(root: Path, dirs: list[str]) -> None:
@@ -236,10 +288,10 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
     try:
         _check_report_id(options.stage_id)
         _check_place(root, dirs)
-        candidates, kept, active = _survey(report, stage, dirs, opts, conversion, broker_id)
+        survey = _survey(report, stage, dirs, opts, conversion, broker_id)
         durable_rmtree(*stage.orphans())
         sweep_deleted(root)  # what earlier windows left of their stages
-        todo, later = _within_budget(candidates, options.budget)
+        todo, later = _within_budget(survey.candidates, options.budget)
         _check_space(root, sum(c.size for c in todo))
     except Refused as exc:
         report.refuse(str(exc))
@@ -254,6 +306,14 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
         report.add_unit(c.broker_id, c.topic, c.partition, _result(pdir, c, outcome, time.monotonic() - t0))
         entry = outcome.entry
         pacer.add(outcome.read_bytes + (entry.bytes_after if entry is not None else 0))
+    verified = 0
+    for c in survey.to_verify:  # read only (no --budget: it bounds conversions), paced too
+        t0 = time.monotonic()
+        status, read, records = verify_segment(stage, c, opts, conversion)
+        verified += status == "verified"
+        report.add_unit(c.broker_id, c.topic, c.partition, _checked_result(c, status, records, time.monotonic() - t0),
+                        track_progress=False)
+        pacer.add(read)
     for c in later:
         path = str(Path(c.partition_dir) / names.log_file_name(c.base_offset))
         report.add_unit(c.broker_id, c.topic, c.partition, UnitResult(
@@ -261,8 +321,10 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
             warnings=[Finding(file=path, code=FindingCode.OUTSIDE_BUDGET, message=f"left for a later pass: beyond "
                               f"--budget {options.budget:,} bytes")]), track_progress=False)
     staged = [u for u in report.iter_results() if u.status is UnitStatus.OK]
-    report.warn(f"stage {options.stage_id} in {stage.path}: {len(staged)} segment(s) staged now, {kept} kept from an "
-                f"earlier pass, {len(later)} left for a later pass, {active} active segment(s) left for the window; "
+    report.warn(f"stage {options.stage_id} in {stage.path}: {len(staged)} segment(s) staged now, {survey.kept} kept "
+                f"from an earlier pass, {len(later)} left for a later pass, {survey.active} active segment(s) left for "
+                f"the window; {verified + survey.verified_kept} closed segment(s) in the target format checked as the "
+                f"window would ({survey.verified_kept} by an earlier pass), which it skips unread; "
                 "swap them in with the broker stopped: "
                 + window_command(dirs, opts, options.stage_id, str(root) if options.stage_root else None))
     report.finish()
@@ -282,14 +344,15 @@ def _within_budget(candidates: list[_Candidate], budget: int | None) -> tuple[li
 
 
 def _survey(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptions, conversion: Conversion,
-            broker_id: int | None) -> tuple[list[_Candidate], int, int]:
-    """What to stage now; entries of the stage that are no longer current are dropped, those
-    that are count as kept (reported). Returns (candidates, kept, active segments)."""
+            broker_id: int | None) -> _Survey:
+    """What to stage and to check now; entries of the stage that are no longer current are
+    dropped, those that are count as kept (staged ones reported)."""
     entries = {(e.partition_dir, e.base_offset): e for e in stage.entries()}
-    candidates: list[_Candidate] = []
-    kept = active = 0
+    checked = {(e.partition_dir, e.base_offset): e for e in stage.verified()}
+    out = _Survey()
     seen: set[tuple[str, int]] = set()
     stale: list[StagedSegment] = []
+    stale_checked: list[VerifiedSegment] = []
     target = opts.target_magic
     for d in dirs:
         ld = _scan_live(d)
@@ -305,14 +368,27 @@ def _survey(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptio
             except FileNotFoundError:
                 continue  # the partition is being deleted
             segs = part.segments
-            active += 1 if segs else 0
+            out.active += 1 if segs else 0
+            checkpoint = [(epoch, start) for epoch, start in part.leader_epochs or ()]
             for k, seg in enumerate(segs[:-1]):  # the last is the active segment: the broker writes it
                 nxt = segs[k + 1].base_offset
                 key = (str(pdir), seg.base_offset)
                 seen.add(key)
+                v = checked.get(key)
+                if v is not None and verified_current(v, pdir, nxt, conversion, checkpoint):
+                    out.verified_kept += 1
+                    path = str(pdir / seg.log_file)
+                    report.add_unit(bid, part.topic, part.partition, UnitResult(
+                        unit=seg.log_file, path=path, status=UnitStatus.SKIPPED, bytes_before=v.bytes,
+                        bytes_after=v.bytes, records_before=v.records, records_after=v.records, warnings=[Finding(
+                            file=path, code=FindingCode.PRESTAGE_VERIFIED, message="checked by an earlier pass and "
+                            "unchanged since: " + FindingCode.PRESTAGE_VERIFIED.meaning)]), track_progress=False)
+                    continue
+                if v is not None:
+                    stale_checked.append(v)
                 entry = entries.get(key)
                 if entry is not None and still_current(entry, pdir, nxt, conversion, epochs):
-                    kept += 1
+                    out.kept += 1
                     path = str(pdir / seg.log_file)
                     report.add_unit(bid, part.topic, part.partition, UnitResult(
                         unit=seg.log_file, path=path, status=UnitStatus.SKIPPED, bytes_before=entry.bytes_before,
@@ -323,15 +399,24 @@ def _survey(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptio
                     continue
                 if entry is not None:
                     stale.append(entry)
-                if seg.size and _in_target(pdir / seg.log_file, target) is False:
-                    candidates.append(_Candidate(broker_id=bid, topic=part.topic, partition=part.partition,
-                                                 partition_dir=str(pdir), base_offset=seg.base_offset,
-                                                 next_base_offset=nxt, size=seg.size, epochs=epochs))
-    for key, entry in entries.items():
-        if key not in seen and any(Path(entry.partition_dir).is_relative_to(d) for d in dirs):
-            stale.append(entry)  # deleted or merged by Kafka since: nothing of it to swap in
+                in_target = _in_target(pdir / seg.log_file, target) if seg.size else None
+                if in_target is None:
+                    continue
+                c = _Candidate(broker_id=bid, topic=part.topic, partition=part.partition, partition_dir=str(pdir),
+                               base_offset=seg.base_offset, next_base_offset=nxt, size=seg.size, epochs=epochs,
+                               partition_name=part.name, checkpoint=checkpoint, mtime_ns=seg.mtime_ns)
+                (out.to_verify if in_target else out.candidates).append(c)
+
+    def gone(e: StagedSegment | VerifiedSegment) -> bool:
+        """Deleted or merged by Kafka since: nothing of it to swap in or to skip."""
+        return (e.partition_dir, e.base_offset) not in seen and any(Path(e.partition_dir).is_relative_to(d)
+                                                                    for d in dirs)
+
+    stale += [e for e in entries.values() if gone(e)]
+    stale_checked += [e for e in checked.values() if gone(e)]
     stage.forget(stale)
-    return candidates, kept, active
+    stage.forget_verified(stale_checked)
+    return out
 
 
 def _scan_live(log_dir: str, attempts: int = 3) -> Any:
@@ -357,6 +442,20 @@ def _in_target(log: Path, target: int) -> bool | None:
     except FileNotFoundError:
         return None  # deleted by Kafka since the scan: nothing to stage
     return len(head) == 17 and head[16] >= target
+
+
+def _checked_result(c: _Candidate, status: str, records: int | None, duration: float) -> UnitResult:
+    """A closed segment in the target format, as its check by the prestage ended."""
+    log = Path(c.partition_dir) / names.log_file_name(c.base_offset)
+    code, message = {
+        "verified": (FindingCode.PRESTAGE_VERIFIED, FindingCode.PRESTAGE_VERIFIED.meaning),
+        "findings": (FindingCode.ALREADY_IN_TARGET, "in the target format already; its checks found something: the "
+                                                    "stop window checks it again and reports it"),
+    }.get(status, (FindingCode.CHANGED_WHILE_STAGING, "Kafka changed the segment while it was checked: the stop "
+                                                       "window checks it"))
+    return UnitResult(unit=log.name, path=str(log), status=UnitStatus.SKIPPED, bytes_before=c.size,
+                      bytes_after=c.size, records_before=records, records_after=records, duration_s=duration,
+                      warnings=[Finding(file=str(log), code=code, message=message)])
 
 
 def _result(pdir: Path, c: _Candidate, outcome: _Outcome, duration: float) -> UnitResult:

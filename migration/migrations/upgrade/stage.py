@@ -14,6 +14,13 @@ dir's file system, and the window links its files in:
 
     <stage root>/<stage id>/files/<partition key>/<segment prefix>/<name>.cleaned
     <stage root>/<stage id>/manifests/<partition key>.<segment prefix>.json
+    <stage root>/<stage id>/verified/<partition key>.<segment prefix>.json
+
+A closed segment in the target format already is not converted, but the window would still
+read it whole for the checks Kafka's recovery makes (CRCs, offsets, indexes): the prestage makes
+those checks instead and, when they find nothing, records the segment's identity under
+``verified/`` (:class:`VerifiedSegment`); the window skips an unchanged one unread, so the
+downtime does not grow with the data already in the target format.
 
 Data first, manifest last (each durable in its directory): a segment is staged once its
 manifest is; files without one are an interrupted staging, which the next pass removes.
@@ -52,6 +59,7 @@ from migration.runtime.safety import Refused
 
 FILES_DIR = "files"
 MANIFESTS_DIR = "manifests"
+VERIFIED_DIR = "verified"
 DELETED_DIR = ".deleted"  # retired stages (a run id never starts with a dot)
 STAGE_VERSION = 1
 
@@ -146,6 +154,42 @@ class StagedSegment(RunDocument):
     @property
     def bytes_after(self) -> int:
         return sum(i.size for i in self.staged_ids)
+
+
+class VerifiedSegment(RunDocument):
+    """A closed segment the prestage read whole and found in the target format with nothing to
+    report (what the window's plan checks: Kafka's recovery checks and the indexes); the window
+    leaves it as it is without reading it while its files keep their identity."""
+
+    VERSION: ClassVar[int] = STAGE_VERSION
+    NAME: ClassVar[str] = "stage verification"
+
+    stage_id: str
+    partition_dir: str
+    base_offset: int
+    next_base_offset: int | None
+    conversion: Conversion = Field(description="The run's options and kmigrate: another may check otherwise")
+    leader_epochs: list[tuple[int, int]] = Field(
+        default_factory=list, description="(epoch, from offset) over the segment's offsets, as checked")
+    original_ids: list[FileIdentity] = Field(description="The segment's files, the same before and after the read")
+    bytes: int
+    bytes_by_magic: dict[str, int] = Field(default_factory=dict)
+    records: int | None = None
+    verified_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+def verified_current(entry: VerifiedSegment, partition_dir: Path, next_base_offset: int | None,
+                     conversion: Conversion, epochs: list[tuple[int, int]]) -> bool:
+    """The verification is of the segment as it is now (stats only; nothing links these
+    files, so every field of their identity, ctime included, must be the same) and as this
+    run would check it."""
+    if entry.conversion != conversion or entry.next_base_offset != next_base_offset:
+        return False
+    if epochs_in_range(epochs, entry.base_offset, next_base_offset) != [tuple(e) for e in entry.leader_epochs]:
+        return False
+    names_then = [i.name for i in entry.original_ids]
+    return segment_files(partition_dir, entry.base_offset) == names_then and \
+        identities(partition_dir, names_then) == entry.original_ids
 
 
 def epochs_in_range(entries: list[tuple[int, int]], base_offset: int, next_base_offset: int | None
@@ -244,6 +288,30 @@ class Stage:
                               f"--discard-stage {self.stage_id} --stage-root {self.root}) and prestage again"
                               ) from None
         return out
+
+    def verified_path(self, partition_dir: str | Path, base_offset: int) -> Path:
+        key = f"{partition_key(Path(partition_dir))}.{names.filename_prefix_from_offset(base_offset)}"
+        return self.path / VERIFIED_DIR / f"{key}.json"
+
+    def verified(self) -> list[VerifiedSegment]:
+        """Every verified segment; one unreadable is of no use and read as absent (the window
+        then reads the segment itself)."""
+        vdir = self.path / VERIFIED_DIR
+        out = []
+        for p in sorted(vdir.glob("*.json")) if vdir.is_dir() else []:
+            try:
+                out.append(VerifiedSegment.read(p))
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def save_verified(self, entry: VerifiedSegment) -> None:
+        p = self.verified_path(entry.partition_dir, entry.base_offset)
+        durable_mkdir(p.parent)
+        entry.write(p)
+
+    def forget_verified(self, entries: list[VerifiedSegment]) -> None:
+        durable_unlink(*(self.verified_path(e.partition_dir, e.base_offset) for e in entries))
 
     def manifest_count(self) -> int:
         mdir = self.path / MANIFESTS_DIR

@@ -283,3 +283,58 @@ def test_cli_options_that_only_a_prestage_takes_are_refused_in_one_line(live) ->
     gone = subprocess.run([sys.executable, "-m", "migration", "upgrade", str(live), "--discard-stage", "nope"],
                           capture_output=True, text=True)
     assert gone.returncode == 2 and "no stage nope" in gone.stderr
+
+
+# ---------------------------------------------------------------- segments in the target format
+
+
+def _closed_in_target(log_dir: Path) -> list[Path]:
+    """Closed segments whose first batch is v2 (the window leaves them as they are)."""
+    return [log for p in _partitions(log_dir) for log in _closed_logs(p) if log.stat().st_size
+            and log.read_bytes()[16] == 2]
+
+
+def test_the_window_skips_unread_the_closed_v2_segments_the_prestage_checked(live, monkeypatch) -> None:
+    """The window would read every closed segment already in v2 whole (CRCs, offsets, indexes)
+    to leave it as it is: the prestage makes those checks, and the window skips an unchanged
+    one without reading it, reporting it as before; a changed one is read again."""
+    from migration.migrations.upgrade import plan as plan_module
+
+    in_target = _closed_in_target(live)
+    assert len(in_target) >= 2, "the sample cluster has closed v2 segments"
+    report = _prestage(live, "stage-v")
+    assert report.exit_code() == 0, report.refusal
+    stage = Stage(default_stage_root([live]), "stage-v")
+    verified = {Path(v.partition_dir) / names.log_file_name(v.base_offset): v for v in stage.verified()}
+    assert set(verified) == set(in_target)
+    assert any("closed segment(s) in the target format checked as the window would" in w.message for w in report.warnings)
+    # what the window's own checks say of them (their formats and records, for the report)
+    expected = {log: (v.bytes, v.bytes_by_magic, v.records) for log, v in verified.items()}
+    assert all(records and formats == {"v2": size} for size, formats, records in expected.values())
+    rows = {Path(u.path): u for *_, u in report.iter_units() if Path(u.path) in expected}
+    assert {log: (u.bytes_before, u.records_before, [w.code for w in u.warnings]) for log, u in rows.items()} == \
+        {log: (size, records, [FindingCode.PRESTAGE_VERIFIED]) for log, (size, _, records) in expected.items()}
+    # a second pass keeps them as they are
+    again = _prestage(live, "stage-v")
+    assert any(f"{len(in_target)} closed segment(s) in the target format checked as the window would "
+               f"({len(in_target)} by an earlier pass)" in w.message for w in again.warnings)
+    changed = in_target[0]
+    os.utime(changed, ns=(changed.stat().st_atime_ns, changed.stat().st_mtime_ns + 1_000_000_000))
+    read: list[Path] = []
+    real = plan_module.validate_segment
+
+    def validate_segment(log_path, **kw):
+        read.append(Path(log_path))
+        return real(log_path, **kw)
+
+    monkeypatch.setattr(plan_module, "validate_segment", validate_segment)
+    (live / ".lock").unlink(missing_ok=True)  # the broker stops
+    window = _stopped_window(live, "stage-v", "window-v")
+    assert window.exit_code() == 0, (window.refusal, [u.errors for u in window.problem_units()])
+    assert changed in read and not set(in_target[1:]) & set(read)
+    skipped = {Path(u.path): u for *_, u in window.iter_units() if u.status is UnitStatus.SKIPPED}
+    for log in in_target:
+        size, formats, records = expected[log]
+        u = skipped[log]
+        assert (u.bytes_before, u.records_before, u.input_format) == (size, records, ",".join(formats))
+        assert [w.code for w in u.warnings] == [FindingCode.ALREADY_IN_TARGET]
