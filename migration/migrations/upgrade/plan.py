@@ -371,10 +371,11 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                     units.append(unit)
                     estimates[unit.id] = entry.bytes_after
                     continue
-                checked = verified.get((str(pdir), seg.base_offset))
+                checked = verified.get((str(pdir), seg.base_offset)) if not deep else None
                 if checked is not None and verified_current(checked, pdir, nxt, conversion_of(options),
                                                             _checkpoint_epochs(part)):
-                    # The prestage made the checks below and found nothing: the window reads no byte of it.
+                    # The prestage made the checks below and found nothing: the window reads no byte of
+                    # it. (A dry run checks every record, more than the prestage did: it reads it.)
                     skipped.append(SegmentRow(broker_id=bid, topic=part.topic, partition=part.partition,
                                               unit=seg.log_file, path=str(log_path), bytes=checked.bytes,
                                               formats=checked.bytes_by_magic, records=checked.records))

@@ -329,6 +329,10 @@ def test_the_window_skips_unread_the_closed_v2_segments_the_prestage_checked(liv
 
     monkeypatch.setattr(plan_module, "validate_segment", validate_segment)
     (live / ".lock").unlink(missing_ok=True)  # the broker stops
+    # a dry run checks every record, more than the prestage did: it reads them all
+    assert _stopped_window(live, "stage-v", "window-v-dry", dry_run=True).exit_code() == 0
+    assert set(in_target) <= set(read)
+    read.clear()
     window = _stopped_window(live, "stage-v", "window-v")
     assert window.exit_code() == 0, (window.refusal, [u.errors for u in window.problem_units()])
     assert changed in read and not set(in_target[1:]) & set(read)
