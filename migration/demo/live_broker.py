@@ -31,13 +31,16 @@ def _pid_file(log_dirs: list[str]) -> Path:
 
 
 def serve(log_dirs: list[str]) -> None:
+    # Before "locked" is said: a stop may follow at once, and a SIGTERM that came before the
+    # handler would take the default action, or none where the parent ignored SIGTERM (an
+    # ignored signal stays ignored across exec), leaving the lock held.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     fds = []
     for d in log_dirs:
         fd = os.open(Path(d) / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         fds.append(fd)
     print("locked", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while True:
         time.sleep(3600)
 
