@@ -375,27 +375,23 @@ def _survey(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptio
                 key = (str(pdir), seg.base_offset)
                 seen.add(key)
                 v = checked.get(key)
+                path = pdir / seg.log_file
                 if v is not None and verified_current(v, pdir, nxt, conversion, checkpoint):
                     out.verified_kept += 1
-                    path = str(pdir / seg.log_file)
-                    report.add_unit(bid, part.topic, part.partition, UnitResult(
-                        unit=seg.log_file, path=path, status=UnitStatus.SKIPPED, bytes_before=v.bytes,
-                        bytes_after=v.bytes, records_before=v.records, records_after=v.records, warnings=[Finding(
-                            file=path, code=FindingCode.PRESTAGE_VERIFIED, message="checked by an earlier pass and "
-                            "unchanged since: " + FindingCode.PRESTAGE_VERIFIED.meaning)]), track_progress=False)
+                    report.add_unit(bid, part.topic, part.partition, _kept(
+                        path, (v.bytes, v.bytes), (v.records, v.records), FindingCode.PRESTAGE_VERIFIED,
+                        "checked by an earlier pass and unchanged since: " + FindingCode.PRESTAGE_VERIFIED.meaning),
+                        track_progress=False)
                     continue
                 if v is not None:
                     stale_checked.append(v)
                 entry = entries.get(key)
                 if entry is not None and still_current(entry, pdir, nxt, conversion, epochs):
                     out.kept += 1
-                    path = str(pdir / seg.log_file)
-                    report.add_unit(bid, part.topic, part.partition, UnitResult(
-                        unit=seg.log_file, path=path, status=UnitStatus.SKIPPED, bytes_before=entry.bytes_before,
-                        bytes_after=entry.bytes_after, records_before=entry.digest_before.records,
-                        records_after=entry.digest_after.records, warnings=[Finding(
-                            file=path, code=FindingCode.PRESTAGE_KEPT, message=FindingCode.PRESTAGE_KEPT.meaning)]),
-                        track_progress=False)
+                    report.add_unit(bid, part.topic, part.partition, _kept(
+                        path, (entry.bytes_before, entry.bytes_after),
+                        (entry.digest_before.records, entry.digest_after.records), FindingCode.PRESTAGE_KEPT,
+                        FindingCode.PRESTAGE_KEPT.meaning), track_progress=False)
                     continue
                 if entry is not None:
                     stale.append(entry)
@@ -442,6 +438,14 @@ def _in_target(log: Path, target: int) -> bool | None:
     except FileNotFoundError:
         return None  # deleted by Kafka since the scan: nothing to stage
     return len(head) == 17 and head[16] >= target
+
+
+def _kept(log: Path, sizes: tuple[int, int], records: tuple[int | None, int | None], code: FindingCode,
+          message: str) -> UnitResult:
+    """A closed segment an earlier pass staged or checked, unchanged since."""
+    return UnitResult(unit=log.name, path=str(log), status=UnitStatus.SKIPPED, bytes_before=sizes[0],
+                      bytes_after=sizes[1], records_before=records[0], records_after=records[1],
+                      warnings=[Finding(file=str(log), code=code, message=message)])
 
 
 def _checked_result(c: _Candidate, status: str, records: int | None, duration: float) -> UnitResult:

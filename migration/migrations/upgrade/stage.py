@@ -119,22 +119,29 @@ class Conversion(BaseModel):
         return [f"{k}: {mine[k]} -> {theirs[k]}" for k in mine if mine[k] != theirs[k]]
 
 
-class StagedSegment(RunDocument):
-    """One closed segment's staged conversion: what the stop window needs to swap it in without
-    reading it again (the originals' fingerprints for the run's backup, the record digests the
-    prestage compared, the outputs' files)."""
+class _StageEntry(RunDocument):
+    """What a stage says of one closed segment, and of what it was made with."""
 
     VERSION: ClassVar[int] = STAGE_VERSION
-    NAME: ClassVar[str] = "stage manifest"
 
     stage_id: str
     partition_dir: str
     base_offset: int
     next_base_offset: int | None
-    conversion: Conversion
+    conversion: Conversion = Field(description="The run's options and kmigrate: another may convert or check "
+                                   "otherwise")
     leader_epochs: list[tuple[int, int]] = Field(
-        default_factory=list, description="(epoch, from offset) over the segment's offsets: the epochs its v2 "
-        "batches got (epochs_in_range)")
+        default_factory=list, description="(epoch, from offset) over the segment's offsets (epochs_in_range): the "
+        "epochs its converted batches got, or those its batches were checked against")
+
+
+class StagedSegment(_StageEntry):
+    """One closed segment's staged conversion: what the stop window needs to swap it in without
+    reading it again (the originals' fingerprints for the run's backup, the record digests the
+    prestage compared, the outputs' files)."""
+
+    NAME: ClassVar[str] = "stage manifest"
+
     originals: list[BackupFile] = Field(description="The segment's files as read (checksums for the backup)")
     original_ids: list[FileIdentity] = Field(description="Their identities, the same before and after the read")
     outputs: list[OutputSegment]
@@ -156,21 +163,13 @@ class StagedSegment(RunDocument):
         return sum(i.size for i in self.staged_ids)
 
 
-class VerifiedSegment(RunDocument):
+class VerifiedSegment(_StageEntry):
     """A closed segment the prestage read whole and found in the target format with nothing to
     report (what the window's plan checks: Kafka's recovery checks and the indexes); the window
     leaves it as it is without reading it while its files keep their identity."""
 
-    VERSION: ClassVar[int] = STAGE_VERSION
     NAME: ClassVar[str] = "stage verification"
 
-    stage_id: str
-    partition_dir: str
-    base_offset: int
-    next_base_offset: int | None
-    conversion: Conversion = Field(description="The run's options and kmigrate: another may check otherwise")
-    leader_epochs: list[tuple[int, int]] = Field(
-        default_factory=list, description="(epoch, from offset) over the segment's offsets, as checked")
     original_ids: list[FileIdentity] = Field(description="The segment's files, the same before and after the read")
     bytes: int
     bytes_by_magic: dict[str, int] = Field(default_factory=dict)

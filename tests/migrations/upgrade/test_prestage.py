@@ -307,7 +307,8 @@ def test_the_window_skips_unread_the_closed_v2_segments_the_prestage_checked(liv
     stage = Stage(default_stage_root([live]), "stage-v")
     verified = {Path(v.partition_dir) / names.log_file_name(v.base_offset): v for v in stage.verified()}
     assert set(verified) == set(in_target)
-    assert any("closed segment(s) in the target format checked as the window would" in w.message for w in report.warnings)
+    assert any("closed segment(s) in the target format checked as the window would" in w.message
+               for w in report.warnings)
     # what the window's own checks say of them (their formats and records, for the report)
     expected = {log: (v.bytes, v.bytes_by_magic, v.records) for log, v in verified.items()}
     assert all(records and formats == {"v2": size} for size, formats, records in expected.values())
