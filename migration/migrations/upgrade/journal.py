@@ -28,7 +28,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from migration.formats.digest import RecordDigest
 from migration.formats.fileio import durable_mkdir, durable_replace
@@ -88,6 +88,9 @@ class UnitJournal(RunDocument):
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     updated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
+    # the number of the journal file it was read from or last saved to (journal_path)
+    _save: int | None = PrivateAttr(default=None)
+
     @property
     def original_names(self) -> list[str]:
         return [f.name for f in self.originals]
@@ -114,13 +117,19 @@ def _latest_save(run_dir: str | os.PathLike[str], unit_id: str) -> int | None:
 
 def load_journal(run_dir: str | os.PathLike[str], unit_id: str) -> UnitJournal | None:
     n = _latest_save(run_dir, unit_id)
-    return None if n is None else UnitJournal.read(journal_path(run_dir, unit_id, n))
+    if n is None:
+        return None
+    j = UnitJournal.read(journal_path(run_dir, unit_id, n))
+    j._save = n
+    return j
 
 
 def save_journal(run_dir: str | os.PathLike[str], journal: UnitJournal) -> None:
-    n = _latest_save(run_dir, journal.unit_id)
+    # a journal read or saved here knows its number; a new one (an earlier save may exist) probes
+    n = journal._save if journal._save is not None else _latest_save(run_dir, journal.unit_id)
     p = journal_path(run_dir, journal.unit_id, 0 if n is None else n + 1)
     durable_mkdir(p.parent)
     journal.updated_at = datetime.now(UTC)
     journal.version = UnitJournal.VERSION  # written in this kmigrate's form, whatever it was read from
     durable_replace(p, journal.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")
+    journal._save = 0 if n is None else n + 1
