@@ -155,15 +155,21 @@ def durable_replace(
 def durable_unlink(*paths: StrPath) -> list[Path]:
     """Remove ``paths`` (missing ones are skipped) and fsync each directory that lost an
     entry; returns the paths removed, in the order given."""
-    dirs: set[Path] = set()
+    removed = unlink_files(*paths)
+    for d in {p.parent for p in removed}:
+        fsync_dir(d)
+    return removed
+
+
+def unlink_files(*paths: StrPath) -> list[Path]:
+    """Remove ``paths`` (missing ones are skipped) with no fsync: for names nothing relies on
+    being gone after a power cut (a later sweep removes what comes back). Returns the paths
+    removed, in the order given."""
     removed: list[Path] = []
     for p in paths:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(p)
-            dirs.add(Path(p).parent)
             removed.append(Path(p))
-    for d in dirs:
-        fsync_dir(d)
     return removed
 
 

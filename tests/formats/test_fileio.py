@@ -191,6 +191,17 @@ def test_durable_unlink_fsyncs_the_directory(tmp_path: Path, monkeypatch: pytest
     assert ops == [("unlink", "f"), ("fsync", str(tmp_path / "a"))]
 
 
+def test_unlink_files_removes_without_an_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f").write_bytes(b"1")
+    (tmp_path / "a" / "g").write_bytes(b"2")
+    ops = _trace_durability(monkeypatch)
+    assert fileio.unlink_files(tmp_path / "a" / "g", tmp_path / "a" / "missing", tmp_path / "a" / "f") == [
+        tmp_path / "a" / "g", tmp_path / "a" / "f"]
+    assert ops == [("unlink", "g"), ("unlink", "f")]
+    assert not any((tmp_path / "a").iterdir())
+
+
 def test_durable_move_fsyncs_both_directories_and_never_replaces(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a" / "stage" / "files").mkdir(parents=True)

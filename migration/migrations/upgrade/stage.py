@@ -49,7 +49,14 @@ from migration import __version__
 from migration.formats import names
 from migration.formats.checkpoint_files import LeaderEpochCheckpointFile
 from migration.formats.digest import RecordDigest
-from migration.formats.fileio import durable_mkdir, durable_move, durable_rmtree, durable_unlink, fsync_dir
+from migration.formats.fileio import (
+    durable_mkdir,
+    durable_move,
+    durable_rmtree,
+    durable_unlink,
+    fsync_dir,
+    unlink_files,
+)
 from migration.migrations.common.backup import BackupFile, partition_key
 from migration.migrations.common.leader_epoch import plan_assignment
 from migration.migrations.upgrade.options import UpgradeOptions
@@ -350,11 +357,12 @@ class Stage:
         """The end of a stop window that used the stage: moved aside under ``.deleted`` at
         once, its staged files unlinked (those the window swapped in stay in the log dir; the
         others are freed), the rest left to :func:`sweep_deleted`. None when it is gone
-        already (a window's close resumed)."""
+        already (a window's close resumed). The move is durable; the unlinks need not be: a
+        power cut that brings some back leaves them under ``.deleted`` for the sweep."""
         if not self.path.is_dir():
             return None
         aside = durable_move(self.path, durable_mkdir(self.root / DELETED_DIR) / f"{self.stage_id}.{time.time_ns()}")
-        durable_unlink(*(f for f in (aside / FILES_DIR).glob("*/*/*") if f.is_file()))
+        unlink_files(*(f for f in (aside / FILES_DIR).glob("*/*/*") if f.is_file()))
         return aside
 
     def orphans(self) -> list[Path]:
