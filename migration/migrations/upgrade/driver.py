@@ -56,7 +56,7 @@ from migration.migrations.upgrade.plan import (
     prepare_upgrade,
     run_lock,
 )
-from migration.migrations.upgrade.stage import Stage
+from migration.migrations.upgrade.stage import Stage, StageRead
 from migration.migrations.upgrade.unit import (
     epoch_backup_dir,
     rollback_unit,
@@ -230,22 +230,26 @@ def execute_upgrade(log_dirs: list[str], *, options: UpgradeOptions, engine: str
     plan.run_dir.write_results(results)
     if opts.stage is not None and opts.stage_root is not None and plan.prepare.window is None:
         plan.prepare.window = close_window(Stage(opts.stage_root, opts.stage), plan.units, dirs, results,
-                                            time.monotonic() - window_start)
+                                            time.monotonic() - window_start, read=plan.stage_read)
         plan.run_dir.write_prepare(plan.prepare)
     return finalize_upgrade(run_id, engine=engine, plan=plan)
 
 
 def close_window(stage: Stage, units: list[Unit], log_dirs: list[str], results: list[dict[str, Any]],
-                  duration_s: float) -> WindowRecord:
+                  duration_s: float, *, read: StageRead | None = None) -> WindowRecord:
     """After the window's units: the stage's segments of these log dirs are dropped (those
     swapped in live on in the log dir under their own names; the rest are of no use now: their
     original changed or is gone, or their unit failed), and the stage retired once nothing of
-    it is left (its bookkeeping removed once the broker runs again: stage.py)."""
+    it is left (its bookkeeping removed once the broker runs again: stage.py). ``read``: what
+    the window's plan read of the stage, when this process made the plan (not read again
+    while the stage is there; one discarded meanwhile reads as empty, as it is)."""
     from_stage = {r.get("unit_id") for r in results if r.get("from_stage")}
     swapped = {(p.partition_dir, p.base_offset) for u in units if u.id in from_stage
                for p in [SegmentParams.model_validate(u.params)]}
     discarded: dict[str, int] = {}
-    entries = stage.entries()
+    if read is None or not stage.exists():
+        read = stage.read()
+    entries = read.entries
     ours = []
     for e in entries:
         d = next((d for d in log_dirs if Path(e.partition_dir).is_relative_to(d)), None)
@@ -254,7 +258,7 @@ def close_window(stage: Stage, units: list[Unit], log_dirs: list[str], results: 
         ours.append(e)
         if (e.partition_dir, e.base_offset) not in swapped:
             discarded[d] = discarded.get(d, 0) + 1
-    checked = stage.verified()
+    checked = read.verified
     ours_checked = [v for v in checked if any(Path(v.partition_dir).is_relative_to(d) for d in log_dirs)]
     if len(ours) == len(entries) and len(ours_checked) == len(checked):
         stage.retire()  # the rest once the broker runs again (stage.py, sweep_deleted)

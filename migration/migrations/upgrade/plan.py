@@ -33,6 +33,7 @@ from migration.migrations.upgrade.rewrite import Converter, RewriteSpec, add_wal
 from migration.migrations.upgrade.stage import (
     Stage,
     StagedSegment,
+    StageRead,
     conversion_of,
     leader_epochs_after,
     still_current,
@@ -148,6 +149,8 @@ class UpgradePlan(BaseModel):
     prepare: UpgradePrepare
     units: list[Unit]
     options: UpgradeJobOptions | None = Field(default=None, description="None for a dry run of a refused job")
+    stage_read: StageRead | None = Field(default=None, exclude=True, description="What the plan read of the stage "
+                                         "(not in the run directory: a plan loaded from it reads the stage again)")
 
 
 UNIT_KIND = "upgrade-segment"
@@ -329,9 +332,10 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
         if not Stage(stage_root, options.stage).exists():
             raise Refused(f"no stage {options.stage} in {stage_root} (discarded, or another --stage-root?); without "
                           "--stage every segment is converted in the window")
-    stage = Stage(stage_root, options.stage) if options.stage is not None and stage_root is not None else None
-    staged = {(e.partition_dir, e.base_offset): e for e in stage.entries()} if stage is not None else {}
-    verified = {(e.partition_dir, e.base_offset): e for e in stage.verified()} if stage is not None else {}
+    stage_read = Stage(stage_root, options.stage).read() if options.stage is not None and stage_root is not None \
+        else StageRead(entries=[], verified=[])
+    staged = {(e.partition_dir, e.base_offset): e for e in stage_read.entries}
+    verified = {(e.partition_dir, e.base_offset): e for e in stage_read.verified}
     _check_stage_options(options, staged.values())
     leftovers: list[str] = []
     pending_deletes: list[str] = []
@@ -427,7 +431,8 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                              record_estimates=record_estimates)
     rd.write_prepare(prepare)
     rd.write_job(units, job_options.model_dump(mode="json"))
-    return UpgradePlan(run_dir=rd, prepare=prepare, units=units, options=job_options)
+    return UpgradePlan(run_dir=rd, prepare=prepare, units=units, options=job_options,
+                       stage_read=stage_read if options.stage is not None else None)
 
 
 def _segment_unit(broker_id: int, dir_index: int, log_dir: str, part: Partition, seg: Segment, next_base: int | None,

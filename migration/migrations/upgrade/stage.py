@@ -39,6 +39,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
@@ -257,6 +258,14 @@ def still_current(entry: StagedSegment, partition_dir: Path, next_base_offset: i
                for was, cur in zip(entry.original_ids, now, strict=True))
 
 
+@dataclass(frozen=True)
+class StageRead:
+    """What one read of a stage found: the window's plan reads it, its close uses the same."""
+
+    entries: list[StagedSegment]
+    verified: list[VerifiedSegment]
+
+
 class Stage:
     """One stage id under a stage root: its segments' files and manifests."""
 
@@ -294,6 +303,10 @@ class Stage:
                               f"--discard-stage {self.stage_id} --stage-root {self.root}) and prestage again"
                               ) from None
         return out
+
+    def read(self) -> StageRead:
+        """Every staged and every verified segment (:meth:`entries`, :meth:`verified`)."""
+        return StageRead(entries=self.entries(), verified=self.verified())
 
     def verified_path(self, partition_dir: str | Path, base_offset: int) -> Path:
         key = f"{partition_key(Path(partition_dir))}.{names.filename_prefix_from_offset(base_offset)}"

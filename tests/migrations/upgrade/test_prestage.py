@@ -17,7 +17,7 @@ from migration.audit.model import FindingCode, RunKind, UnitStatus
 from migration.formats import names
 from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, rollback_run
 from migration.migrations.upgrade.prestage import PrestageOptions, prestage_upgrade
-from migration.migrations.upgrade.stage import DELETED_DIR, Stage
+from migration.migrations.upgrade.stage import DELETED_DIR, Stage, StagedSegment
 from migration.settings import default_stage_root
 
 
@@ -74,14 +74,19 @@ def test_prestage_beside_a_live_broker_writes_nothing_in_the_log_dir(live) -> No
     assert tree_state(live) == before
 
 
-def test_window_swaps_the_stage_in_and_rollback_restores(live, sample_cluster) -> None:
+def test_window_swaps_the_stage_in_and_rollback_restores(live, sample_cluster, monkeypatch) -> None:
     expected = read_log_dir_records(live)
     before = tree_state(live)
     _prestage(live, "stage-b")
     n_staged = len(_legacy_closed(live))
     # the broker stops
     (live / ".lock").unlink(missing_ok=True)
+    reads = []
+    real_read = StagedSegment.read.__func__
+    monkeypatch.setattr(StagedSegment, "read", classmethod(lambda cls, p: reads.append(p) or real_read(cls, p)))
     report = _stopped_window(live, "stage-b", "window-b")
+    # each manifest read by the plan and by its unit, not a third time at the window's close
+    assert len(reads) == 2 * n_staged
     assert report.exit_code() == 0, (report.refusal, [u.errors for u in report.problem_units()])
     (window,) = [b.window for b in report.brokers if b.window is not None]
     assert window.swapped == n_staged and window.discarded == 0
