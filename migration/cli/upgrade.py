@@ -156,7 +156,7 @@ def _prestage(log_dirs: list[Path], options: Any, stage_id: str, budget: int | N
 
 
 def _discard(log_dirs: list[Path], stage_id: str, stage_root: Path | None) -> NoReturn:
-    from migration.migrations.upgrade.stage import Stage
+    from migration.migrations.upgrade.stage import Stage, sweep_deleted
     from migration.settings import default_stage_root
 
     check_run_id("upgrade", stage_id, "--discard-stage")
@@ -164,6 +164,11 @@ def _discard(log_dirs: list[Path], stage_id: str, stage_root: Path | None) -> No
     root = stage_root.resolve() if stage_root else default_stage_root([str(d) for d in log_dirs])
     s = Stage(root, stage_id)
     if not s.exists():
+        if s.retired():  # its window swapped it in and retired it; the leftovers wait for a sweep
+            sweep_deleted(root)
+            console.print(f"stage {stage_id} was retired by its stop window; what it left in {root} is removed",
+                          highlight=False, soft_wrap=True)
+            raise typer.Exit(0)
         err_console.print(f"kmigrate upgrade: no stage {stage_id} in {root}: nothing to discard (another "
                           "--stage-root?)", highlight=False, soft_wrap=True)
         raise typer.Exit(2)

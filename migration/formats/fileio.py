@@ -199,6 +199,25 @@ def durable_rmtree(*paths: StrPath) -> None:
         fsync_dir(d)
 
 
+def remove_trees(*paths: StrPath) -> None:
+    """Remove the directory trees ``paths`` with no fsync (what a power cut brings back is
+    removed by the next call), quietly skipping what is missing or removed by another process
+    meanwhile: for trees nothing reads any more (a retired stage)."""
+
+    def gone_already(func: Callable[..., Any], path: str, exc_info: Any) -> None:
+        if not isinstance(exc_info[1], FileNotFoundError):
+            raise exc_info[1]
+
+    for p in paths:
+        shutil.rmtree(p, onerror=gone_already)
+
+
+def files_under(path: StrPath) -> list[Path]:
+    """Every regular file under ``path`` (not following links), quietly skipping directories
+    removed by another process meanwhile (``os.walk`` ignores them)."""
+    return [Path(d) / n for d, _, names in os.walk(path) for n in names if os.path.isfile(os.path.join(d, n))]
+
+
 def fsync_file(path: StrPath) -> None:
     """fsync a file's data (and inode) by name: a copy made by another function."""
     fd = os.open(os.fspath(path), os.O_RDONLY)

@@ -202,6 +202,28 @@ def test_unlink_files_removes_without_an_fsync(tmp_path: Path, monkeypatch: pyte
     assert not any((tmp_path / "a").iterdir())
 
 
+def test_remove_trees_skips_what_another_process_removes_meanwhile(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    for d in ("x", "y"):
+        (tmp_path / "t" / d).mkdir(parents=True)
+        for n in ("1", "2"):
+            (tmp_path / "t" / d / n).write_bytes(b"1")
+    real_unlink = os.unlink
+    raced = []
+
+    def unlink(p, *a, **kw):  # another sweep removes a whole subtree before our first unlink
+        if not raced:
+            raced.append(p)
+            fileio.shutil.rmtree(tmp_path / "t" / "y")
+            fileio.shutil.rmtree(tmp_path / "t" / "x")
+        return real_unlink(p, *a, **kw)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    fileio.remove_trees(tmp_path / "t", tmp_path / "missing")
+    assert raced and not (tmp_path / "t").exists()
+    assert fileio.files_under(tmp_path / "missing") == []
+
+
 def test_durable_move_fsyncs_both_directories_and_never_replaces(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a" / "stage" / "files").mkdir(parents=True)

@@ -296,6 +296,20 @@ def test_the_rollback_of_a_failed_window_discards_the_broker_stage(sample_cluste
     assert (RunDir.path_of(rid) / ROLLBACK_MARKER).exists()
 
 
+def test_the_rollback_after_a_window_that_retired_the_stage_sweeps_what_it_left(sample_cluster, monkeypatch):
+    """The window swapped the stage in and retired it; verification then failed and the broker
+    is rolled back: what the retirement left under ``.deleted`` goes with the rollback."""
+    plan = _plan(sample_cluster)
+    retired = _stage(plan, 2, 4096).retire()
+    assert retired is not None and [f for f in retired.rglob("*.cleaned")]  # unused: left for a sweep
+    rid = broker_run_id(DAG_RUN, 2)
+    RunDir(rid).job_path.write_text("{}")
+    monkeypatch.setattr(rollout, "rollback_run",
+                        lambda run_id: RunReport.start(RunKind.ROLLBACK, {}, run_id=f"{run_id}-rollback").finish())
+    out = rollout.rollback_broker(plan, 2, DAG_RUN)
+    assert "stage" not in out and not retired.parent.exists()
+
+
 def test_a_rollback_with_nothing_to_roll_back_discards_the_stage_too(sample_cluster):
     from airflow.sdk.exceptions import AirflowSkipException
 

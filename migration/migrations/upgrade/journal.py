@@ -57,8 +57,9 @@ class UnitJournal(RunDocument):
     kmigrate: an unknown version is refused, never guessed at). Version 2: the originals' and
     outputs' file checksums name their algorithm (BLAKE3); version 1 holds SHA-256 in ``sha256``
     / ``log_sha256``, read as such (``common.checksum``). Version 3: ``staged_from``. Version 4:
-    saved under a new name each time (a kmigrate that reads version 3 at most would take a
-    unit's first file for its journal; it refuses the run instead)."""
+    saved under a new name each time. A kmigrate that reads version 3 at most reads a unit's
+    first file only: it refuses a run this one started (version 4 there), but would misread a
+    run it started and this one resumed, which is not for it to resume again (docs/operations.md)."""
 
     VERSION: ClassVar[int] = 4
     NAME: ClassVar[str] = "unit journal"

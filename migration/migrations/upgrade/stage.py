@@ -55,7 +55,9 @@ from migration.formats.fileio import (
     durable_move,
     durable_rmtree,
     durable_unlink,
+    files_under,
     fsync_dir,
+    remove_trees,
     unlink_files,
 )
 from migration.migrations.common.backup import BackupFile, partition_key
@@ -368,15 +370,27 @@ class Stage:
 
     def retire(self) -> Path | None:
         """The end of a stop window that used the stage: moved aside under ``.deleted`` at
-        once, its staged files unlinked (those the window swapped in stay in the log dir; the
-        others are freed), the rest left to :func:`sweep_deleted`. None when it is gone
-        already (a window's close resumed). The move is durable; the unlinks need not be: a
-        power cut that brings some back leaves them under ``.deleted`` for the sweep."""
+        once, and the staged files the window swapped in unlinked there (they live on in the
+        log dir under one name, so none is held once Kafka deletes it; unlinking one frees
+        nothing). Everything else, the unused staged files among it, is left to
+        :func:`sweep_deleted`: a removal that frees blocks costs about a millisecond on a file
+        system mounted with online discard. None when it is gone already (a window's close
+        resumed). The move is durable; the unlinks need not be: a power cut that brings some
+        back leaves them under ``.deleted`` for the sweep."""
         if not self.path.is_dir():
             return None
-        aside = durable_move(self.path, durable_mkdir(self.root / DELETED_DIR) / f"{self.stage_id}.{time.time_ns()}")
-        unlink_files(*(f for f in (aside / FILES_DIR).glob("*/*/*") if f.is_file()))
+        try:
+            aside = durable_move(self.path, durable_mkdir(self.root / DELETED_DIR) /
+                                 f"{self.stage_id}.{time.time_ns()}")
+        except FileNotFoundError:
+            return None  # discarded meanwhile (--discard-stage beside the window)
+        unlink_files(*(f for f in files_under(aside / FILES_DIR) if _links(f) > 1))
         return aside
+
+    def retired(self) -> list[Path]:
+        """What windows retired of this stage id and no sweep removed yet."""
+        d = self.root / DELETED_DIR
+        return sorted(d.glob(f"{self.stage_id}.*")) if d.is_dir() else []
 
     def orphans(self) -> list[Path]:
         """Segment file directories without a manifest: stagings a crash interrupted."""
@@ -389,8 +403,17 @@ class Stage:
 
 
 def sweep_deleted(root: str | os.PathLike[str]) -> None:
-    """Remove what retired stages left under ``root`` (manifests, directories)."""
-    durable_rmtree(Path(root) / DELETED_DIR)
+    """Remove what retired stages left under ``root`` (manifests, unused staged files,
+    directories); another sweep or a window's retirement may run beside it (brokers sharing
+    a stage root), so what is gone meanwhile is no error."""
+    remove_trees(Path(root) / DELETED_DIR)
+
+
+def _links(path: Path) -> int:
+    try:
+        return path.lstat().st_nlink
+    except FileNotFoundError:
+        return 0
 
 
 def _unlinked_bytes(path: Path) -> int:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -207,6 +209,17 @@ def test_window_swaps_only_what_kafka_left_unchanged(live, monkeypatch) -> None:
     assert {str(second), str(rolled), str(truncated)} <= upgraded
     assert read_log_dir_records(live) == expected
     assert not any(simulate_log_dir_startup(live).values())
+    # retired: the swapped files unlinked there at once (one name left, the log dir's), the
+    # three unused segments' files left for the sweep (freeing them would cost the window)
+    root = default_stage_root([live])
+    (aside,) = (root / DELETED_DIR).iterdir()
+    left = [f for f in aside.rglob("*") if f.is_file() and not f.name.endswith(".json")]
+    assert len({f.parent for f in left}) == 3 and all(f.stat().st_nlink == 1 for f in left)
+    # --discard-stage of the retired stage removes what it left (the broker runs again by then)
+    out = subprocess.run([sys.executable, "-m", "migration", "upgrade", str(live), "--discard-stage", "stage-c"],
+                         capture_output=True, text=True, env=os.environ | {"COLUMNS": "200"})
+    assert out.returncode == 0 and "retired by its stop window" in out.stdout, out.stdout + out.stderr
+    assert not (root / DELETED_DIR).exists()
 
 
 def test_retention_moving_the_first_leader_epoch_keeps_later_stages(live) -> None:
@@ -241,9 +254,6 @@ def test_a_window_with_other_options_is_refused_naming_them(live) -> None:
 
 
 def test_a_damaged_stage_manifest_is_named_and_the_stage_can_be_discarded(live) -> None:
-    import subprocess
-    import sys
-
     _prestage(live, "stage-d")
     stage = Stage(default_stage_root([live]), "stage-d")
     manifest = sorted((stage.path / "manifests").glob("*.json"))[0]
