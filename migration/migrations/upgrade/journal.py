@@ -89,8 +89,16 @@ class UnitJournal(RunDocument):
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     updated_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
-    # the number of the journal file it was read from or last saved to (journal_path)
+    # the number of the journal file it was read from or last saved to (journal_path); -1: the
+    # unit had none; None: not known, the next save probes
     _save: int | None = PrivateAttr(default=None)
+
+    def follows(self, previous: UnitJournal | None) -> UnitJournal:
+        """This new journal of a unit takes the place of ``previous``, the unit's journal as
+        :func:`load_journal` found it (None: there was none): its first save is numbered after
+        it without probing the names again."""
+        self._save = previous._save if previous is not None else -1
+        return self
 
     @property
     def original_names(self) -> list[str]:
@@ -126,7 +134,7 @@ def load_journal(run_dir: str | os.PathLike[str], unit_id: str) -> UnitJournal |
 
 
 def save_journal(run_dir: str | os.PathLike[str], journal: UnitJournal) -> None:
-    # a journal read or saved here knows its number; a new one (an earlier save may exist) probes
+    # a journal read or saved here knows its number (or that there was none, -1); another probes
     n = journal._save if journal._save is not None else _latest_save(run_dir, journal.unit_id)
     p = journal_path(run_dir, journal.unit_id, 0 if n is None else n + 1)
     durable_mkdir(p.parent)

@@ -221,7 +221,8 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
     fault_point("backup")
     j = UnitJournal(unit_id=ctx.unit.id, partition_dir=str(pdir), log_file=ctx.log_name,
                     base_offset=ctx.base_offset, state=JournalState.STARTED, originals=ub.files,
-                    backup_dir=ub.backup_dir, staged_from=staged.stage_id if staged is not None else None)
+                    backup_dir=ub.backup_dir, staged_from=staged.stage_id if staged is not None else None
+                    ).follows(previous)
     save_journal(ctx.run_dir, j)
     if staged is not None and _link_staged(ctx, staged):
         j.outputs = [o.model_copy(deep=True) for o in staged.outputs]

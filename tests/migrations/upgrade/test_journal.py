@@ -68,3 +68,24 @@ def test_a_journal_an_earlier_kmigrate_replaced_in_place_is_read_and_saved_after
     save_journal(tmp_path, j)
     assert json.loads(path.read_text())["state"] == "cleaned"
     assert load_journal(tmp_path, unit).state is JournalState.DONE  # type: ignore[union-attr]
+
+
+def test_a_new_journal_following_the_loaded_one_saves_without_probing(tmp_path: Path, monkeypatch) -> None:
+    """A unit loads its journal (probing the names once), then starts a new one: the new one is
+    saved after the loaded one's number, or as the first when there was none, probing nothing."""
+    import migration.migrations.upgrade.journal as journal_module
+
+    unit = "b1.d0.t-0.00000000000000000000"
+    earlier = _journal(unit, JournalState.STARTED)
+    save_journal(tmp_path, earlier)
+    save_journal(tmp_path, earlier)  # +1
+    loaded = load_journal(tmp_path, unit)
+    probes = []
+    real = journal_module._latest_save
+    monkeypatch.setattr(journal_module, "_latest_save", lambda *a: probes.append(a) or real(*a))
+    save_journal(tmp_path, _journal(unit, JournalState.STARTED).follows(loaded))
+    other = "b1.d0.t-0.00000000000000000100"
+    save_journal(tmp_path, _journal(other, JournalState.STARTED).follows(None))
+    assert probes == []
+    assert journal_path(tmp_path, unit, 2).exists() and journal_path(tmp_path, other, 0).exists()
+    assert not journal_path(tmp_path, other, 1).exists()
