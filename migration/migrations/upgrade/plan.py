@@ -11,6 +11,7 @@ so nothing is re-read from disk that was just decided; a resume reads it from th
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 from collections.abc import Iterable
@@ -31,6 +32,7 @@ from migration.migrations.upgrade.journal import IN_FLIGHT, JOURNAL_DIR, UnitJou
 from migration.migrations.upgrade.options import UpgradeOptions
 from migration.migrations.upgrade.rewrite import Converter, RewriteSpec, add_walker_bytes
 from migration.migrations.upgrade.stage import (
+    Conversion,
     Stage,
     StagedSegment,
     StageRead,
@@ -336,7 +338,8 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
         else StageRead(entries=[], verified=[])
     staged = {(e.partition_dir, e.base_offset): e for e in stage_read.entries}
     verified = {(e.partition_dir, e.base_offset): e for e in stage_read.verified}
-    _check_stage_options(options, staged.values())
+    conversion = conversion_of(options)
+    _check_stage_options(conversion, staged.values())
     leftovers: list[str] = []
     pending_deletes: list[str] = []
     in_flight: dict[str, set[str]] | None = None
@@ -365,26 +368,29 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                 if epoch_unit is not None:
                     units.append(epoch_unit)
             bases = [s.base_offset for s in part.segments]
+            checkpoint = checkpoint_epochs(part)
+            # read once per partition, and only when a staged segment asks
+            epochs_after = functools.cache(functools.partial(_staged_epochs, pdir, options))
             for k, seg in enumerate(part.segments):
                 nxt = bases[k + 1] if k + 1 < len(bases) else None
                 log_path = pdir / seg.log_file
                 entry = staged.get((str(pdir), seg.base_offset))
-                if entry is not None and _staged_current(entry, pdir, nxt, options):
+                if entry is not None and (epochs := epochs_after()) is not None and \
+                        still_current(entry, pdir, nxt, conversion, epochs):
                     # The prestage validated and converted it: the window reads no byte of it.
                     unit = _segment_unit(bid, i, d, part, seg, nxt, entry.bytes_by_magic_before, [])
                     units.append(unit)
                     estimates[unit.id] = entry.bytes_after
                     continue
                 checked = verified.get((str(pdir), seg.base_offset)) if not deep else None
-                if checked is not None and verified_current(checked, pdir, nxt, conversion_of(options),
-                                                            _checkpoint_epochs(part)):
+                if checked is not None and verified_current(checked, pdir, nxt, conversion, checkpoint):
                     # The prestage made the checks below and found nothing: the window reads no byte of
                     # it. (A dry run checks every record, more than the prestage did: it reads it.)
                     skipped.append(SegmentRow(broker_id=bid, topic=part.topic, partition=part.partition,
                                               unit=seg.log_file, path=str(log_path), bytes=checked.bytes,
                                               formats=checked.bytes_by_magic, records=checked.records))
                     continue
-                res, survey = survey_segment(log_path, nxt, partition=part.name, checkpoint=_checkpoint_epochs(part),
+                res, survey = survey_segment(log_path, nxt, partition=part.name, checkpoint=checkpoint,
                                              mtime_ns=seg.mtime_ns, options=options, deep=deep)
                 row = SegmentRow(broker_id=bid, topic=part.topic, partition=part.partition, unit=seg.log_file,
                                  path=str(log_path), bytes=seg.size, formats=survey.bytes_by_magic,
@@ -447,7 +453,7 @@ def _segment_unit(broker_id: int, dir_index: int, log_dir: str, part: Partition,
                                      index_repairs=index_repairs).model_dump(mode="json"))
 
 
-def _checkpoint_epochs(part: Partition) -> list[tuple[int, int]]:
+def checkpoint_epochs(part: Partition) -> list[tuple[int, int]]:
     """The leader-epoch checkpoint as read by the scan: (epoch, start offset)."""
     return [(epoch, start) for epoch, start in part.leader_epochs or ()]
 
@@ -473,10 +479,9 @@ def left_as_is(res: ValidationResult, survey: _SegmentSurvey, log_path: Path, ta
         and _corruption(res, log_path) is None and not rebuild_reasons(res.findings, log_path)
 
 
-def _check_stage_options(options: UpgradeOptions, entries: Iterable[StagedSegment]) -> None:
+def _check_stage_options(wanted: Conversion, entries: Iterable[StagedSegment]) -> None:
     """A window with other conversion options than its prestage's could use none of its stage:
     refused, naming the differences, rather than converting everything in the window."""
-    wanted = conversion_of(options)
     for e in entries:
         if e.conversion != wanted:
             raise Refused(f"stage {e.stage_id} was made with other options than this run's ("
@@ -485,13 +490,14 @@ def _check_stage_options(options: UpgradeOptions, entries: Iterable[StagedSegmen
                           f"{e.stage_id}) and prestage again")
 
 
-def _staged_current(entry: StagedSegment, partition_dir: Path, next_base: int | None, options: UpgradeOptions) -> bool:
-    """A prestage's conversion the window can swap in as it is (upgrade/stage.py)."""
+def _staged_epochs(partition_dir: Path, options: UpgradeOptions) -> list[tuple[int, int]] | None:
+    """The leader-epoch entries a conversion of the partition's segments would use now
+    (stage.py, ``still_current``); None when the checkpoint is unreadable: no staged segment of
+    the partition is used (the epoch unit reports the checkpoint)."""
     try:
-        epochs = leader_epochs_after(partition_dir, options.assign_leader_epoch) if options.target_magic == 2 else []
+        return leader_epochs_after(partition_dir, options.assign_leader_epoch) if options.target_magic == 2 else []
     except KafkaFormatError:
-        return False  # the epoch unit reports the checkpoint
-    return still_current(entry, partition_dir, next_base, conversion_of(options), epochs)
+        return None
 
 
 def _epoch_unit(broker_id: int, dir_index: int, log_dir: str, part: Partition, corrupt: list[CorruptRow]

@@ -31,7 +31,7 @@ from migration.formats.fileio import durable_mkdir, durable_rmtree
 from migration.logdir.model import scan_log_dir
 from migration.migrations.common.backup import fingerprint
 from migration.migrations.upgrade.options import UpgradeOptions
-from migration.migrations.upgrade.plan import left_as_is, survey_segment
+from migration.migrations.upgrade.plan import checkpoint_epochs, left_as_is, survey_segment
 from migration.migrations.upgrade.rewrite import RewriteSpec, digest_outputs, rewrite_segment
 from migration.migrations.upgrade.stage import (
     Conversion,
@@ -369,7 +369,7 @@ def _survey(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptio
                 continue  # the partition is being deleted
             segs = part.segments
             out.active += 1 if segs else 0
-            checkpoint = [(epoch, start) for epoch, start in part.leader_epochs or ()]
+            checkpoint = checkpoint_epochs(part)
             for k, seg in enumerate(segs[:-1]):  # the last is the active segment: the broker writes it
                 nxt = segs[k + 1].base_offset
                 key = (str(pdir), seg.base_offset)

@@ -144,6 +144,13 @@ class _StageEntry(RunDocument):
         default_factory=list, description="(epoch, from offset) over the segment's offsets (epochs_in_range): the "
         "epochs its converted batches got, or those its batches were checked against")
 
+    def made_as_now(self, next_base_offset: int | None, conversion: Conversion, epochs: list[tuple[int, int]]
+                    ) -> bool:
+        """Made as a run would make it now: the same options, the same next segment, the same
+        leader epochs over its offsets (``epochs``: the entries the run would use)."""
+        return self.conversion == conversion and self.next_base_offset == next_base_offset and \
+            epochs_in_range(epochs, self.base_offset, next_base_offset) == [tuple(e) for e in self.leader_epochs]
+
 
 class StagedSegment(_StageEntry):
     """One closed segment's staged conversion: what the stop window needs to swap it in without
@@ -192,9 +199,7 @@ def verified_current(entry: VerifiedSegment, partition_dir: Path, next_base_offs
     """The verification is of the segment as it is now (stats only; nothing links these
     files, so every field of their identity, ctime included, must be the same) and as this
     run would check it."""
-    if entry.conversion != conversion or entry.next_base_offset != next_base_offset:
-        return False
-    if epochs_in_range(epochs, entry.base_offset, next_base_offset) != [tuple(e) for e in entry.leader_epochs]:
+    if not entry.made_as_now(next_base_offset, conversion, epochs):
         return False
     names_then = [i.name for i in entry.original_ids]
     return segment_files(partition_dir, entry.base_offset) == names_then and \
@@ -248,9 +253,7 @@ def still_current(entry: StagedSegment, partition_dir: Path, next_base_offset: i
     now (``epochs``: the leader-epoch entries the conversion would use; none for v1). A file
     whose ctime alone moved is current only when ``ctime_moved_by_us`` says the run's own hard
     link moved it (its backup)."""
-    if entry.conversion != conversion or entry.next_base_offset != next_base_offset:
-        return False
-    if epochs_in_range(epochs, entry.base_offset, next_base_offset) != [tuple(e) for e in entry.leader_epochs]:
+    if not entry.made_as_now(next_base_offset, conversion, epochs):
         return False
     files = segment_files(partition_dir, entry.base_offset)
     now = identities(partition_dir, files)
