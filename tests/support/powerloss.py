@@ -376,7 +376,7 @@ def _fd(arg: str) -> tuple[int | None, str | None]:
     """(fd or None for AT_FDCWD, its decorated path) of an fd argument or result."""
     m = _FD.match(arg)
     if not m:
-        raise TraceError(f"not an fd: {arg[:80]}")
+        raise TraceError(f"not an fd: {arg[:400]}")
     fd = None if m.group(1) == "AT_FDCWD" else int(m.group(1))
     return fd, _decoration(m.group(2))
 
