@@ -91,16 +91,20 @@ workdir = pl.workdir_fixture("kmigrate-power-loss-")
 home_inside_root = pl.home_inside_root_fixture("private_out")
 
 
-@pytest.fixture(scope="module")
-def inline_run(workdir) -> Run:
-    root = workdir / "root"
-    scratch = workdir / "scratch"
+def _new_log_dir(workdir: Path, prefix: str) -> tuple[Path, Path, Path, dict[str, list[tuple]], dict[str, str]]:
+    """(root, scratch, log dir, its records, the traced run's environment) of a fresh tree."""
+    root = workdir / f"{prefix}root"
+    scratch = workdir / f"{prefix}scratch"
     scratch.mkdir()
     root.mkdir()
     log_dir = root / "kafka-logs"
     build_log_dir(log_dir)
-    expected = read_log_dir_records(log_dir)
-    env = pl.traced_env(root)
+    return root, scratch, log_dir, read_log_dir_records(log_dir), pl.traced_env(root)
+
+
+@pytest.fixture(scope="module")
+def inline_run(workdir) -> Run:
+    root, scratch, log_dir, expected, env = _new_log_dir(workdir, "")
     rec = pl.record([sys.executable, str(CRASH_JOB), RUN_ID, "v2", str(SEGMENT_BYTES), str(log_dir)], root,
                     env=env, cwd=scratch)
     assert rec.returncode == 0, rec.stderr[-3000:]
@@ -175,14 +179,7 @@ STAGE_ID = "power-loss-stage"
 def window_run(workdir) -> Run:
     """A prestage (not traced: its stage is the state the window starts from, under the home
     in the root), then the stop window with ``--stage``, traced."""
-    root = workdir / "window-root"
-    scratch = workdir / "window-scratch"
-    scratch.mkdir()
-    root.mkdir()
-    log_dir = root / "kafka-logs"
-    build_log_dir(log_dir)
-    expected = read_log_dir_records(log_dir)
-    env = pl.traced_env(root)
+    root, scratch, log_dir, expected, env = _new_log_dir(workdir, "window-")
     options = OPTIONS.model_copy(update={"stage": STAGE_ID})
     prestage = textwrap.dedent(f"""
         import sys
