@@ -5,14 +5,16 @@
    Java producer, LegacyProducer.java) writes genuine legacy data: topics at
    ``message.format.version`` 0.9.0 (v0) and 0.10.2 (v1), uncompressed, gzip, lz4 and snappy, a
    LogAppendTime topic, keyed and null-keyed records, segments of a few KB so every partition has
-   several closed segments.
+   several closed segments; and one topic in v2 already (the broker's own format), as a log dir
+   partly upgraded by Kafka itself holds.
 2. While that broker RUNS (it holds the log dir's lock: a plain ``kmigrate upgrade`` is refused,
    exit 3, and changes nothing), ``kmigrate upgrade --prestage`` (the CLI, a home of the test's
    own) converts the closed segments into a stage: exit 0, nothing in the log dir changed (every
    file of every partition has the inode, size, mtimes and bytes it had; no new name, no
    ``.cleaned`` / ``.swap``; at the top level only Kafka's own checkpoint files may come and go),
-   the report lists every closed segment as staged with as many records after as before, and the
-   stage (outside the log dir) holds a manifest and the ``.cleaned`` files of each.
+   the report lists every closed legacy segment as staged with as many records after as before,
+   and the stage (outside the log dir) holds a manifest and the ``.cleaned`` files of each; every
+   closed v2 segment is checked (Kafka's recovery checks, its indexes) and recorded as verified.
 3. A consumer reads every partition from the start (the broker maps the closed segments'
    indexes); the producer goes on, so that every partition rolls (its segment that was active at
    staging time is closed now); the broker restarts cleanly (SIGTERM: a controlled shutdown, the
@@ -24,7 +26,8 @@
 4. The stop window, ``kmigrate upgrade --to v2 --stage S --engine inline``: exit 0; the report's
    window says every staged segment was swapped in (the log dir's files ARE the staged files:
    same inodes), the rest (rolled after the prestage, active at the stop) converted, none
-   discarded; every batch is v2 and the stage is gone.
+   discarded; every batch is v2 and the stage is gone. The v2 partition is left as it is, every
+   file with the identity and bytes it had, each segment reported as already in the target.
 5. A Kafka 4.4 node (KRaft) creates the topics and gets the upgraded partitions installed as the
    other real-Kafka tests install them (tests/support/kafka.py, ``install_segments``: a ZooKeeper
    log dir is not a KRaft one, its partitions are moved under topics the KRaft metadata knows).
@@ -70,8 +73,11 @@ TOPICS = [
     ("p-v1-none", "0.10.2", ("none",), 12288, 2, "CreateTime"),
     ("p-v1-lz4", "0.10.2", ("lz4",), 6144, 1, "CreateTime"),
     ("p-v1-logappend", "0.10.2", ("none", "snappy"), 8192, 1, "LogAppendTime"),
+    # already v2 (the broker's own format at inter.broker.protocol 2.8): the prestage checks its
+    # closed segments and the window leaves them as they are, unread
+    ("p-v2-gzip", "2.8", ("none", "gzip"), 6144, 1, "CreateTime"),
 ]
-MAGIC = {"0.9.0": 0, "0.10.2": 1}
+MAGIC = {"0.9.0": 0, "0.10.2": 1, "2.8": 2}
 # records per partition produced before the prestage, after it, and after the broker's restart
 BEFORE, AFTER, AFTER_RESTART = 400, 120, 120
 # what Kafka 3.9 itself writes at the top of a log dir while it runs (atomic writes go through .tmp)
@@ -262,6 +268,8 @@ def test_prestage_beside_a_live_kafka_39_then_the_window_judged_by_kafka_4(tmp_p
     home = tmp_path / "kmigrate-home"
     monkeypatch.setenv("KMIGRATE_HOME", str(home))
     partitions = sorted(f"{name}-{p}" for name, _f, _c, _s, n, _t in TOPICS for p in range(n))
+    v2_partitions = {f"{name}-{p}" for name, f, _c, _s, n, _t in TOPICS for p in range(n) if MAGIC[f] == 2}
+    legacy_partitions = [tp for tp in partitions if tp not in v2_partitions]
     rng = random.Random(27)
     lines1, sent = _plan(gen, rng, 0, BEFORE)
     lines2, sent2 = _plan(gen, rng, BEFORE, BEFORE + AFTER)
@@ -294,8 +302,10 @@ def test_prestage_beside_a_live_kafka_39_then_the_window_judged_by_kafka_4(tmp_p
         timings["produce before"] = time.monotonic() - t
 
         active_at_staging = {tp: sorted((data / tp).glob("*.log"))[-1].name for tp in partitions}
-        closed = {tp: sorted((data / tp).glob("*.log"))[:-1] for tp in partitions}
-        assert all(len(c) >= 2 for c in closed.values()), {tp: len(c) for tp, c in closed.items()}
+        all_closed = {tp: sorted((data / tp).glob("*.log"))[:-1] for tp in partitions}
+        assert all(len(c) >= 2 for c in all_closed.values()), {tp: len(c) for tp, c in all_closed.items()}
+        closed = {tp: c for tp, c in all_closed.items() if tp not in v2_partitions}  # the legacy ones: staged
+        v2_closed = {tp: c for tp, c in all_closed.items() if tp in v2_partitions}  # checked, left as they are
         for tp in partitions:
             fmt = next(f for name, f, *_ in TOPICS if tp.startswith(name + "-"))
             for log in sorted((data / tp).glob("*.log")):
@@ -329,14 +339,25 @@ def test_prestage_beside_a_live_kafka_39_then_the_window_judged_by_kafka_4(tmp_p
         staged_units = [u for u in report.iter_results() if u.status is UnitStatus.OK]
         assert all(any(w.code == FindingCode.PRESTAGED for w in u.warnings) for u in staged_units)
         assert sorted(u.path for u in staged_units) == sorted(str(p) for c in closed.values() for p in c), (
-            "every closed segment staged, nothing else")
+            "every closed legacy segment staged, nothing else")
         assert all(u.records_before == u.records_after > 0 for u in staged_units)
         # no offset holes: a partition's closed segments hold the offsets below its active segment's base
-        assert sum(u.records_before for u in staged_units) == sum(int(a[:20]) for a in active_at_staging.values())
+        assert sum(u.records_before for u in staged_units) == sum(int(active_at_staging[tp][:20])
+                                                                  for tp in legacy_partitions)
+        verified_units = [u for u in report.iter_results()
+                          if any(w.code == FindingCode.PRESTAGE_VERIFIED for w in u.warnings)]
+        assert sorted(u.path for u in verified_units) == sorted(str(p) for c in v2_closed.values() for p in c), (
+            "every closed v2 segment checked and found right, nothing else")
+        assert all(u.status is UnitStatus.SKIPPED and u.records_before == u.records_after > 0
+                   for u in verified_units)
+        assert sum(u.records_before for u in verified_units) == sum(int(active_at_staging[tp][:20])
+                                                                    for tp in v2_partitions)
         stage = Stage(report.params["stage_root"], STAGE_ID)
         assert not stage.path.is_relative_to(data)
         entries = {(Path(e.partition_dir).name, e.base_offset): e for e in stage.entries()}
         assert sorted(entries) == sorted((tp, int(log.name[:20])) for tp, c in closed.items() for log in c)
+        verified = {(Path(v.partition_dir).name, v.base_offset): v for v in stage.verified()}
+        assert sorted(verified) == sorted((tp, int(log.name[:20])) for tp, c in v2_closed.items() for log in c)
         staged_files = {}
         for (tp, base), e in entries.items():
             fdir = stage.files_dir(e.partition_dir, base)
@@ -394,6 +415,7 @@ def test_prestage_beside_a_live_kafka_39_then_the_window_judged_by_kafka_4(tmp_p
                                      expected[tp])), f"{tp}: the 3.9 files vs what was produced: {d}"
 
     # --- 4. the stop window ------------------------------------------------------------------
+    v2_before_window = _partition_state(data, sorted(v2_partitions))
     t = time.monotonic()
     win = _kmigrate(home, "upgrade", str(data), "--to", "v2", "--stage", STAGE_ID, "--engine", "inline",
                     "--run-id", WINDOW_ID)
@@ -405,11 +427,18 @@ def test_prestage_beside_a_live_kafka_39_then_the_window_judged_by_kafka_4(tmp_p
     (broker_report,) = wreport.brokers
     window = broker_report.window
     assert window is not None and window.stage_id == STAGE_ID, wreport.brokers
-    not_staged = [f"{tp}/{f.name}" for tp in partitions for f in sorted((data / tp).glob("*.log"))
+    not_staged = [f"{tp}/{f.name}" for tp in legacy_partitions for f in sorted((data / tp).glob("*.log"))
                   if int(f.name[:20]) not in {b for (p, b) in entries if p == tp} and f.stat().st_size]
     assert (window.swapped, window.converted, window.discarded) == (len(entries), len(not_staged), 0), (
         window, len(entries), not_staged)
-    assert window.converted >= len(partitions) * 2
+    assert window.converted >= len(legacy_partitions) * 2
+    # the v2 partition is left as it is: every file, identity and bytes (its closed segments unread:
+    # the prestage's check stands; its active one read, in the target format already)
+    assert _partition_state(data, sorted(v2_partitions)) == v2_before_window
+    v2_rows = {u.path: u for u in wreport.iter_results() if Path(u.path).parent.name in v2_partitions}
+    assert sorted(v2_rows) == sorted(str(f) for tp in v2_partitions for f in (data / tp).glob("*.log")), v2_rows
+    assert all(u.status is UnitStatus.SKIPPED and [w.code for w in u.warnings] == [FindingCode.ALREADY_IN_TARGET]
+               for u in v2_rows.values()), v2_rows
     # the log dir's segments ARE the staged files (linked in, renamed through Kafka's protocol)
     wrong = {rel: (ino, (data / rel).stat().st_ino) for rel, ino in staged_files.items()
              if (data / rel).stat().st_ino != ino}
@@ -453,7 +482,8 @@ def test_prestage_beside_a_live_kafka_39_then_the_window_judged_by_kafka_4(tmp_p
     judge_load(clean_log, {tp: f.load for tp, f in files.items()}, log_path=node.server_log,
                all_partitions=partitions)
     assert consumed_clean == consumed
-    diffs = [d for tp in partitions for d in index_differences(data / tp, rebuilt[tp])]
+    # (the v2 partition's indexes are Kafka 3.9's own, made with index.interval.bytes=1024)
+    diffs = [d for tp in legacy_partitions for d in index_differences(data / tp, rebuilt[tp])]
     diffs += _snapshot_differences(data, partitions, rebuilt, snapshots_39, stray_39=BEFORE + AFTER)
     assert not diffs, "\n".join(diffs)
     timings.update(node.timings)
