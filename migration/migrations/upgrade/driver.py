@@ -258,13 +258,13 @@ def close_window(stage: Stage, units: list[Unit], log_dirs: list[str], results: 
         ours.append(e)
         if (e.partition_dir, e.base_offset) not in swapped:
             discarded[d] = discarded.get(d, 0) + 1
-    checked = read.verified
-    ours_checked = [v for v in checked if any(Path(v.partition_dir).is_relative_to(d) for d in log_dirs)]
-    if len(ours) == len(entries) and len(ours_checked) == len(checked):
+    verified = read.verified
+    ours_verified = [v for v in verified if any(Path(v.partition_dir).is_relative_to(d) for d in log_dirs)]
+    if len(ours) == len(entries) and len(ours_verified) == len(verified):
         stage.retire()  # the rest once the broker runs again (stage.py, sweep_deleted)
     else:
         stage.forget(ours)
-        stage.forget_verified(ours_checked)
+        stage.forget_verified(ours_verified)
     return WindowRecord(stage_id=stage.stage_id, duration_s=duration_s, discarded=discarded)
 
 

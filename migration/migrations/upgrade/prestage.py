@@ -173,7 +173,7 @@ class _Candidate(BaseModel):
     mtime_ns: int = 0
 
 
-class _Survey(BaseModel):
+class _PassPlan(BaseModel):
     """What a pass does: closed segments to stage, closed segments in the target format to
     check as the window would (:func:`verify_segment`), and what earlier passes did that holds."""
 
@@ -184,8 +184,12 @@ class _Survey(BaseModel):
     active: int = 0
 
 
+# How a check of a closed segment in the target format ended (verify_segment)
+VerifyOutcome = Literal["verified", "findings", "changed"]
+
+
 def verify_segment(stage: Stage, c: _Candidate, options: UpgradeOptions, conversion: Conversion
-                   ) -> tuple[str, int, int | None]:
+                   ) -> tuple[VerifyOutcome, int, int | None]:
     """Check a closed segment in the target format as the window's plan would (plan.survey_segment)
     and, when that finds nothing and its files were the same before and after the read, record
     it in the stage: the window then skips it unread. Returns (``verified``, ``findings`` or
@@ -288,10 +292,10 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
     try:
         _check_report_id(options.stage_id)
         _check_place(root, dirs)
-        survey = _survey(report, stage, dirs, opts, conversion, broker_id)
+        pass_plan = _plan_pass(report, stage, dirs, opts, conversion, broker_id)
         durable_rmtree(*stage.orphans())
         sweep_deleted(root)  # what earlier windows left of their stages
-        todo, later = _within_budget(survey.candidates, options.budget)
+        todo, later = _within_budget(pass_plan.candidates, options.budget)
         _check_space(root, sum(c.size for c in todo))
     except Refused as exc:
         report.refuse(str(exc))
@@ -307,7 +311,7 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
         entry = outcome.entry
         pacer.add(outcome.read_bytes + (entry.bytes_after if entry is not None else 0))
     verified = 0
-    for c in survey.to_verify:  # read only (no --budget: it bounds conversions), paced too
+    for c in pass_plan.to_verify:  # read only (no --budget: it bounds conversions), paced too
         t0 = time.monotonic()
         status, read, records = verify_segment(stage, c, opts, conversion)
         verified += status == "verified"
@@ -321,10 +325,11 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
             warnings=[Finding(file=path, code=FindingCode.OUTSIDE_BUDGET, message=f"left for a later pass: beyond "
                               f"--budget {options.budget:,} bytes")]), track_progress=False)
     staged = [u for u in report.iter_results() if u.status is UnitStatus.OK]
-    report.warn(f"stage {options.stage_id} in {stage.path}: {len(staged)} segment(s) staged now, {survey.kept} kept "
-                f"from an earlier pass, {len(later)} left for a later pass, {survey.active} active segment(s) left for "
-                f"the window; {verified + survey.verified_kept} closed segment(s) in the target format checked as the "
-                f"window would ({survey.verified_kept} by an earlier pass), which it skips unread; "
+    pp = pass_plan
+    report.warn(f"stage {options.stage_id} in {stage.path}: {len(staged)} segment(s) staged now, {pp.kept} kept "
+                f"from an earlier pass, {len(later)} left for a later pass, {pp.active} active segment(s) left for "
+                f"the window; {verified + pp.verified_kept} closed segment(s) in the target format checked as the "
+                f"window would ({pp.verified_kept} by an earlier pass), which it skips unread; "
                 "swap them in with the broker stopped: "
                 + window_command(dirs, opts, options.stage_id, str(root) if options.stage_root else None))
     report.finish()
@@ -343,16 +348,16 @@ def _within_budget(candidates: list[_Candidate], budget: int | None) -> tuple[li
     return candidates, []
 
 
-def _survey(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptions, conversion: Conversion,
-            broker_id: int | None) -> _Survey:
+def _plan_pass(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptions, conversion: Conversion,
+            broker_id: int | None) -> _PassPlan:
     """What to stage and to check now; entries of the stage that are no longer current are
     dropped, those that are count as kept (staged ones reported)."""
     entries = {(e.partition_dir, e.base_offset): e for e in stage.entries()}
     checked = {(e.partition_dir, e.base_offset): e for e in stage.verified()}
-    out = _Survey()
+    out = _PassPlan()
     seen: set[tuple[str, int]] = set()
     stale: list[StagedSegment] = []
-    stale_checked: list[VerifiedSegment] = []
+    stale_verified: list[VerifiedSegment] = []
     target = opts.target_magic
     for d in dirs:
         ld = _scan_live(d)
@@ -384,7 +389,7 @@ def _survey(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptio
                         track_progress=False)
                     continue
                 if v is not None:
-                    stale_checked.append(v)
+                    stale_verified.append(v)
                 entry = entries.get(key)
                 if entry is not None and still_current(entry, pdir, nxt, conversion, epochs):
                     out.kept += 1
@@ -409,9 +414,9 @@ def _survey(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptio
                                                                     for d in dirs)
 
     stale += [e for e in entries.values() if gone(e)]
-    stale_checked += [e for e in checked.values() if gone(e)]
+    stale_verified += [e for e in checked.values() if gone(e)]
     stage.forget(stale)
-    stage.forget_verified(stale_checked)
+    stage.forget_verified(stale_verified)
     return out
 
 
@@ -448,7 +453,7 @@ def _kept(log: Path, sizes: tuple[int, int], records: tuple[int | None, int | No
                       warnings=[Finding(file=str(log), code=code, message=message)])
 
 
-def _checked_result(c: _Candidate, status: str, records: int | None, duration: float) -> UnitResult:
+def _checked_result(c: _Candidate, status: VerifyOutcome, records: int | None, duration: float) -> UnitResult:
     """A closed segment in the target format, as its check by the prestage ended."""
     log = Path(c.partition_dir) / names.log_file_name(c.base_offset)
     code, message = {
