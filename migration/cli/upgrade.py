@@ -87,7 +87,8 @@ def upgrade(
     io_rate: Annotated[int | None, typer.Option(
         min=1, help="--prestage: bytes per second read plus written, at most.")] = None,
     discard_stage: Annotated[str | None, typer.Option(
-        "--discard-stage", help="Remove a stage that will not be swapped in (safe at any time).")] = None,
+        "--discard-stage", help="Remove a stage that will not be swapped in, or what a window left of one it "
+                                "retired (safe at any time).")] = None,
 ) -> None:
     """Upgrade segments to message format v1 or v2, crash-safely, with backups and proof.
 
