@@ -190,12 +190,9 @@ def durable_move(src: StrPath, dst: StrPath) -> Path:
 def durable_rmtree(*paths: StrPath) -> None:
     """Remove the directory trees ``paths`` (missing ones are skipped), then fsync each parent
     that lost an entry, once."""
-    parents: set[Path] = set()
-    for p in paths:
-        if Path(p).exists():
-            shutil.rmtree(p)
-            parents.add(Path(p).parent)
-    for d in parents:
+    present = [Path(p) for p in paths if Path(p).exists()]
+    remove_trees(*present)
+    for d in {p.parent for p in present}:
         fsync_dir(d)
 
 
