@@ -292,10 +292,10 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
     try:
         _check_report_id(options.stage_id)
         _check_place(root, dirs)
-        pass_plan = _plan_pass(report, stage, dirs, opts, conversion, broker_id)
+        plan = _plan_pass(report, stage, dirs, opts, conversion, broker_id)
         durable_rmtree(*stage.orphans())
         sweep_deleted(root)  # what earlier windows left of their stages
-        todo, later = _within_budget(pass_plan.candidates, options.budget)
+        todo, later = _within_budget(plan.candidates, options.budget)
         _check_space(root, sum(c.size for c in todo))
     except Refused as exc:
         report.refuse(str(exc))
@@ -311,7 +311,7 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
         entry = outcome.entry
         pacer.add(outcome.read_bytes + (entry.bytes_after if entry is not None else 0))
     verified = 0
-    for c in pass_plan.to_verify:  # read only (no --budget: it bounds conversions), paced too
+    for c in plan.to_verify:  # read only (no --budget: it bounds conversions), paced too
         t0 = time.monotonic()
         status, read, records = verify_segment(stage, c, opts, conversion)
         verified += status == "verified"
@@ -325,11 +325,10 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
             warnings=[Finding(file=path, code=FindingCode.OUTSIDE_BUDGET, message=f"left for a later pass: beyond "
                               f"--budget {options.budget:,} bytes")]), track_progress=False)
     staged = [u for u in report.iter_results() if u.status is UnitStatus.OK]
-    pp = pass_plan
-    report.warn(f"stage {options.stage_id} in {stage.path}: {len(staged)} segment(s) staged now, {pp.kept} kept "
-                f"from an earlier pass, {len(later)} left for a later pass, {pp.active} active segment(s) left for "
-                f"the window; {verified + pp.verified_kept} closed segment(s) in the target format checked as the "
-                f"window would ({pp.verified_kept} by an earlier pass), which it skips unread; "
+    report.warn(f"stage {options.stage_id} in {stage.path}: {len(staged)} segment(s) staged now, {plan.kept} kept "
+                f"from an earlier pass, {len(later)} left for a later pass, {plan.active} active segment(s) left for "
+                f"the window; {verified + plan.verified_kept} closed segment(s) in the target format checked as the "
+                f"window would ({plan.verified_kept} by an earlier pass), which it skips unread; "
                 "swap them in with the broker stopped: "
                 + window_command(dirs, opts, options.stage_id, str(root) if options.stage_root else None))
     report.finish()
@@ -349,11 +348,12 @@ def _within_budget(candidates: list[_Candidate], budget: int | None) -> tuple[li
 
 
 def _plan_pass(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOptions, conversion: Conversion,
-            broker_id: int | None) -> _PassPlan:
+               broker_id: int | None) -> _PassPlan:
     """What to stage and to check now; entries of the stage that are no longer current are
     dropped, those that are count as kept (staged ones reported)."""
-    entries = {(e.partition_dir, e.base_offset): e for e in stage.entries()}
-    checked = {(e.partition_dir, e.base_offset): e for e in stage.verified()}
+    read = stage.read()
+    entries = {(e.partition_dir, e.base_offset): e for e in read.entries}
+    verified = {(e.partition_dir, e.base_offset): e for e in read.verified}
     out = _PassPlan()
     seen: set[tuple[str, int]] = set()
     stale: list[StagedSegment] = []
@@ -379,7 +379,7 @@ def _plan_pass(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOp
                 nxt = segs[k + 1].base_offset
                 key = (str(pdir), seg.base_offset)
                 seen.add(key)
-                v = checked.get(key)
+                v = verified.get(key)
                 path = pdir / seg.log_file
                 if v is not None and verified_current(v, pdir, nxt, conversion, checkpoint):
                     out.verified_kept += 1
@@ -414,7 +414,7 @@ def _plan_pass(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOp
                                                                     for d in dirs)
 
     stale += [e for e in entries.values() if gone(e)]
-    stale_verified += [e for e in checked.values() if gone(e)]
+    stale_verified += [e for e in verified.values() if gone(e)]
     stage.forget(stale)
     stage.forget_verified(stale_verified)
     return out
