@@ -335,9 +335,9 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
             raise Refused(f"no stage {options.stage} in {stage_root} (discarded, or another --stage-root?); without "
                           "--stage every segment is converted in the window")
     stage_read = Stage(stage_root, options.stage).read() if options.stage is not None and stage_root is not None \
-        else StageRead(entries=[], verified=[])
-    staged = {(e.partition_dir, e.base_offset): e for e in stage_read.entries}
-    verified = {(e.partition_dir, e.base_offset): e for e in stage_read.verified}
+        else None
+    staged = {(e.partition_dir, e.base_offset): e for e in stage_read.entries} if stage_read else {}
+    verified = {(e.partition_dir, e.base_offset): e for e in stage_read.verified} if stage_read else {}
     conversion = conversion_of(options)
     _check_stage_options(conversion, staged.values())
     leftovers: list[str] = []
@@ -437,8 +437,7 @@ def prepare_upgrade(log_dirs: list[str], *, run_id: str, options: UpgradeOptions
                              record_estimates=record_estimates)
     rd.write_prepare(prepare)
     rd.write_job(units, job_options.model_dump(mode="json"))
-    return UpgradePlan(run_dir=rd, prepare=prepare, units=units, options=job_options,
-                       stage_read=stage_read if options.stage is not None else None)
+    return UpgradePlan(run_dir=rd, prepare=prepare, units=units, options=job_options, stage_read=stage_read)
 
 
 def _segment_unit(broker_id: int, dir_index: int, log_dir: str, part: Partition, seg: Segment, next_base: int | None,
