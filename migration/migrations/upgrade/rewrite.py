@@ -24,19 +24,20 @@ from __future__ import annotations
 
 import bisect
 import os
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from migration.formats import compression as codecs
 from migration.formats import core, names
 from migration.formats.digest import RecordDigest, RecordDigester
 from migration.formats.errors import CorruptRecordError, KafkaFormatError, TruncatedError
 from migration.formats.file_records import Batch, FileRecords
-from migration.formats.fileio import BackgroundWriter, write_and_fsync
+from migration.formats.fileio import BackgroundWriter, read_bytes, write_and_fsync
 from migration.formats.index_builder import IndexBuilder
 from migration.formats.layout import KEY_SIZE_LENGTH
 from migration.formats.legacy import (
@@ -47,7 +48,9 @@ from migration.formats.legacy import (
     v0_entries_to_v1,
 )
 from migration.formats.model import MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP, Record, TimestampType
+from migration.formats.offset_index import OffsetIndex
 from migration.formats.record_batch import RecordBatch, build_record_batch, build_single_record_batch
+from migration.formats.time_index import TimeIndex
 from migration.formats.transaction_index import TransactionIndex
 from migration.logdir.findings import FindingCode
 from migration.logdir.validate import batch_offset_problems
@@ -120,6 +123,27 @@ class OutputSegment(BaseModel):
         return file_matches(path, self.size, self.log_checksum, self.checksum_algorithm)
 
 
+class PrefixState(BaseModel):
+    """Where the conversion of a segment's first bytes stopped, all of them in one output:
+    what a later conversion of the same segment grown since needs to carry on after them
+    (:func:`rewrite_segment`'s ``resume``) and write what a conversion of the whole would. The
+    output's offset and time index entries are its files' (the time index's first
+    ``time_entries``: closing the output adds the segment's max timestamp)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_bytes: int = Field(description="The input's bytes converted: whole batches from byte 0")
+    input_batches: int
+    input_bytes_by_magic: dict[str, int] = Field(default_factory=dict)
+    input_last_offset: int = Field(description="The highest offset of those batches (the offset checks go on from it)")
+    output: OutputSegment = Field(description="The output those bytes made (its .log's size, batches and checksum)")
+    valid_bytes: int = Field(description="The index builder's state before its close (IndexBuilder.state)")
+    last_index_entry: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    time_entries: int = Field(description="The time index's entries before its close")
+
+
 class RewriteResult(BaseModel):
     outputs: list[OutputSegment] = Field(default_factory=list)
     bytes_before: int = 0
@@ -128,6 +152,8 @@ class RewriteResult(BaseModel):
     digest_before: RecordDigest
     split_batches: int = 0
     warnings: list[str] = Field(default_factory=list)
+    prefix_state: PrefixState | None = Field(default=None, description="Where a conversion of these bytes and "
+                                             "more may carry on from; None: more than one output")
 
 
 class Piece(NamedTuple):
@@ -306,11 +332,41 @@ class _SegmentWriter:
         self._file.abort()
         self.path.unlink(missing_ok=True)
 
+    def carry_on(self, prefix: Resume) -> None:
+        """Begin with the output of an earlier conversion of the input's first bytes, as if this
+        writer had written it: its .log copied in (and hashed with the rest), its index entries
+        and the index builder's state taken back. Raises OSError when the staged files are not
+        what ``prefix`` says (gone, or another size)."""
+        state, staged = prefix.state, prefix.files_dir
+        out = state.output
+        copied = 0
+        log = staged / (self.log_name + names.CLEANED_FILE_SUFFIX)
+        with open(log, "rb", buffering=0) as f:
+            while chunk := f.read(WRITE_BUFFER_SIZE):
+                self._file.write(chunk)
+                copied += len(chunk)
+        if copied != out.size or out.files[0] != self.log_name:
+            raise OSError(f"{log}: {copied} bytes, the staged prefix says {out.size} of {out.files[0]}")
+        offsets = OffsetIndex.from_bytes(read_bytes(staged / (self.index_name + names.CLEANED_FILE_SUFFIX)),
+                                         self.base_offset, strict=False).pairs()
+        times = TimeIndex.from_bytes(read_bytes(staged / (self.time_index_name + names.CLEANED_FILE_SUFFIX)),
+                                     self.base_offset, strict=False).pairs()[:state.time_entries]
+        self.indexes.absorb(array("q", [v for e in offsets for v in e]).tobytes(),
+                            array("q", [v for e in times for v in e]).tobytes(), state.valid_bytes,
+                            state.last_index_entry, state.max_timestamp, state.offset_of_max_timestamp)
+        self.size = out.size
+        self.batches = out.batches
+        for label, n in out.bytes_by_magic.items():
+            self.bytes_by_magic[int(label[1:])] += n
+        self.last_offset = out.last_offset
+
     def close(self, mtime_ns: int) -> OutputSegment:
         # Kafka falls back to the .log mtime for retention when records carry no timestamp: each
         # file gets the input's, set before its fsync.
         times = (mtime_ns, mtime_ns)
         self._file.close(times_ns=times)  # written, hashed and fsynced
+        # where a conversion of more of the input would carry on (PrefixState): before the close
+        self.open_state = (*self.indexes.state()[:4], len(self.indexes.time_index))
         offset_index, time_index = self.indexes.finish()
         index_path = self.directory / (self.index_name + names.CLEANED_FILE_SUFFIX)
         time_path = self.directory / (self.time_index_name + names.CLEANED_FILE_SUFFIX)
@@ -338,6 +394,7 @@ class _SplittingWriter:
         self.mtime_ns = mtime_ns
         self.current: _SegmentWriter | None = None
         self.outputs: list[OutputSegment] = []
+        self.last: _SegmentWriter | None = None  # the last output's writer, once closed
 
     def append(self, piece: Piece) -> None:
         cur = self.current
@@ -357,7 +414,7 @@ class _SplittingWriter:
             # An input without batches still needs its replacement (an empty segment).
             self.current = _SegmentWriter(self.directory, self.base_offset, self.spec)
         self.outputs.append(self.current.close(self.mtime_ns))
-        self.current = None
+        self.last, self.current = self.current, None
         return self.outputs
 
     def abort(self) -> None:
@@ -426,12 +483,29 @@ def add_walker_bytes(by_magic: dict[str, int], walker: Any) -> None:
             by_magic[_label(magic)] = by_magic.get(_label(magic), 0) + n
 
 
+class Resume(NamedTuple):
+    """An earlier conversion of a segment's first bytes (a prestage's, of the segment then
+    active) to carry on from: where it stopped, and the directory of its ``.cleaned`` files."""
+
+    state: PrefixState
+    files_dir: Path
+
+
 def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec, *,
-                    out_dir: str | os.PathLike[str] | None = None) -> RewriteResult:
+                    out_dir: str | os.PathLike[str] | None = None, torn_tail_ok: bool = False,
+                    resume: Resume | None = None) -> RewriteResult:
     """Convert one segment into ``.cleaned`` output segments next to it, or in ``out_dir`` (a
     prestage's stage: upgrade/stage.py), all fsynced, mtimes of the input restored. On any
     error the ``.cleaned`` files written so far are removed and the error is raised: the input
     is never touched.
+
+    ``torn_tail_ok``: bytes after the last complete batch end the input instead of failing it
+    (a copy of an active segment the broker was appending to). ``resume``: the input's first
+    ``resume.state.input_bytes`` were converted before into the files ``resume`` names (the
+    caller proved they are the same bytes); their output is copied in and only the bytes after
+    them are converted. The result is the same files a conversion of the whole would write;
+    the input's record digest still covers every record: the first bytes are read, checked and
+    digested again, which costs a fraction of converting them.
 
     On the compiled record core a :class:`SegmentWalker` takes runs of regular batches whole:
     it checks, digests, converts and indexes them in C exactly as the loop below does batch by
@@ -450,6 +524,16 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec, *,
     batches = 0
     fr = FileRecords(log_path)
     prev_last = base - 1
+    start = 0
+    if resume is not None:
+        state = resume.state
+        first, _ = digest_into(digester, log_path, base, end=state.input_bytes)
+        if first.valid_bytes != state.input_bytes:
+            raise TruncatedError(f"the first {state.input_bytes} bytes, converted before, end inside a batch",
+                                 path=str(log_path), position=first.valid_bytes)
+        start, prev_last, batches = state.input_bytes, state.input_last_offset, state.input_batches
+        by_magic = dict(state.input_bytes_by_magic)
+        writer.current = _SegmentWriter(out, base, spec)
     walker: Any = None if REWRITE_WALKER is None else core.segment_walker(
         deep=True, base_offset=base, next_base_offset=spec.next_base_offset, walker_class=REWRITE_WALKER,
         digest=True, target_magic=spec.target_magic, stamp_v0=spec.stamp_v0_ms, segment_bytes=spec.segment_bytes,
@@ -475,7 +559,12 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec, *,
         return moved
 
     try:
-        for b in fr.batches(skip=None if walker is None else bulk):
+        if resume is not None:
+            assert writer.current is not None
+            writer.current.carry_on(resume)
+            if walker is not None:
+                _carry_on(walker, prev_last)
+        for b in fr.batches(start, skip=None if walker is None else bulk):
             if walker is not None and walker.enabled:
                 prev_last = walker.prev_last  # the batches it consumed moved it
             b.ensure_valid()
@@ -494,7 +583,9 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec, *,
         if walker is not None:
             batches += walker.batches
             add_walker_bytes(by_magic, walker)
-        if fr.trailing_bytes:
+            if walker.enabled:
+                prev_last = walker.prev_last  # the batches it consumed last moved it
+        if fr.trailing_bytes and not torn_tail_ok:
             raise TruncatedError(
                 f"{fr.trailing_bytes} trailing bytes after the last complete batch",
                 path=str(log_path),
@@ -511,21 +602,38 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec, *,
             for p in cleaned_paths(out, [o]):
                 p.unlink(missing_ok=True)
         raise
+    digest_before = digester.result()
     return RewriteResult(
         outputs=outputs,
         bytes_before=fr.valid_bytes,
         bytes_by_magic_before=by_magic,
         batches_before=batches,
-        digest_before=digester.result(),
+        digest_before=digest_before,
         split_batches=converter.split_batches,
         warnings=converter.warnings,
+        prefix_state=_prefix_state(writer, outputs, fr.valid_bytes, batches, by_magic, prev_last),
     )
 
 
-def digest_into(digester: RecordDigester, path: str | os.PathLike[str],
-                base_offset: int) -> tuple[FileRecords, dict[str, int]]:
-    """Feed a segment's logical records to ``digester``, every batch checked (CRCs, framing,
-    records); returns the reader (its ``trailing_bytes``) and the segment's bytes per format.
+def _prefix_state(writer: _SplittingWriter, outputs: list[OutputSegment], input_bytes: int, batches: int,
+                  by_magic: dict[str, int], last_offset: int) -> PrefixState | None:
+    """Where a conversion of this input grown since may carry on: with one output only (a
+    rolled output is closed for good), and batches in it."""
+    last = writer.last
+    if len(outputs) != 1 or last is None or not batches:
+        return None
+    valid_bytes, last_index_entry, max_timestamp, offset_of_max_timestamp, time_entries = last.open_state
+    return PrefixState(input_bytes=input_bytes, input_batches=batches, input_bytes_by_magic=dict(by_magic),
+                       input_last_offset=last_offset, output=outputs[0].model_copy(deep=True),
+                       valid_bytes=valid_bytes, last_index_entry=last_index_entry, max_timestamp=max_timestamp,
+                       offset_of_max_timestamp=offset_of_max_timestamp, time_entries=time_entries)
+
+
+def digest_into(digester: RecordDigester, path: str | os.PathLike[str], base_offset: int, *,
+                end: int | None = None) -> tuple[FileRecords, dict[str, int]]:
+    """Feed a segment's logical records (those before byte ``end``, if given) to ``digester``,
+    every batch checked (CRCs, framing, records); returns the reader (its ``valid_bytes`` and
+    ``trailing_bytes``) and the segment's bytes per format.
     On the compiled core a :class:`SegmentWalker` digests runs of regular batches in C; the
     loop takes the rest, with the same errors."""
     by_magic: dict[str, int] = {}
@@ -538,7 +646,7 @@ def digest_into(digester: RecordDigester, path: str | os.PathLike[str],
             walker.feed_digest(digester)  # the walker's digest bytes, read in place
         return moved
 
-    for b in fr.batches(skip=None if walker is None else bulk):
+    for b in fr.batches(end=end, skip=None if walker is None else bulk):
         b.ensure_valid()
         digester.add_batch(b)
         label = _label(b.magic)
