@@ -304,14 +304,16 @@ class StopWindow(_Model):
     stage_id: str
     swapped: NonNegativeInt = Field(description="Segments swapped in from the stage")
     converted: NonNegativeInt = Field(description="Segments converted in the window (changed, or active, when staged)")
+    prefixed: NonNegativeInt = Field(default=0, description="Of those converted: segments the window converted only "
+                                     "the end of, their first bytes staged (the active segments, unless truncated)")
     discarded: NonNegativeInt = Field(description="Staged segments not used: their original changed or is gone")
     duration_s: NonNegativeFloat = Field(description="kmigrate upgrade --stage: from the run's start to its last "
                                          "unit's end; the DAG: from the broker's stop to its upgrade step's end")
 
     def describe(self, broker_id: int) -> str:
         return (f"broker {broker_id} stop window {self.duration_s:.1f} s: {self.swapped} segment(s) swapped in from "
-                f"stage {self.stage_id}, {self.converted} converted in the window, {self.discarded} staged "
-                "segment(s) discarded")
+                f"stage {self.stage_id}, {self.converted} converted in the window ({self.prefixed} of them from "
+                f"their staged first bytes), {self.discarded} staged segment(s) discarded")
 
 
 class BrokerReport(_Derived):

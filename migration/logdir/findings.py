@@ -191,6 +191,12 @@ class FindingCode(StrEnum):
     CHANGED_WHILE_STAGING = "CHANGED_WHILE_STAGING", (
         "Kafka deleted, replaced or shortened the segment while it was staged: dropped from the stage (the stop "
         "window converts it if it is still there)")
+    PREFIX_STAGED = "PREFIX_STAGED", (
+        "the active segment's bytes so far converted into the stage while the broker ran: the stop window converts "
+        "only what the broker appended after them")
+    PREFIX_USED = "PREFIX_USED", (
+        "the segment's first bytes came converted from the stage (they had not changed since: their checksum); the "
+        "window converted the bytes after them, and checked every record of the whole")
     OUTSIDE_BUDGET = "OUTSIDE_BUDGET", "partitions left for a later run: outside this run's byte or segment budget"
 
 

@@ -18,7 +18,7 @@ from migration.migrations.unify.plan import UnifyPrepare
 from migration.migrations.upgrade.journal import UnitJournal
 from migration.migrations.upgrade.plan import UpgradePrepare
 from migration.migrations.upgrade.preflight import PreflightPrepare
-from migration.migrations.upgrade.stage import StagedSegment, VerifiedSegment
+from migration.migrations.upgrade.stage import StagedPrefix, StagedSegment, VerifiedSegment
 from migration.runtime.documents import JobDocument, ResultsDocument
 
 COMMAND = "python -m migration.migrations.schema_export"
@@ -37,6 +37,7 @@ RUN_DOCUMENTS: dict[str, type[BaseModel]] = {
     "backup-tier-partition": PartitionBackup,
     "upgrade-stage-manifest": StagedSegment,
     "upgrade-stage-verified": VerifiedSegment,
+    "upgrade-stage-prefix": StagedPrefix,
 }
 ALL: dict[str, type[BaseModel]] = {**schema_export.SCHEMAS, **RUN_DOCUMENTS}
 

@@ -74,6 +74,22 @@ def file_matches(path: Path, size: int, checksum: str, algorithm: FileChecksumAl
     return path.exists() and path.stat().st_size == size and file_checksum(path, algorithm) == checksum
 
 
+def prefix_checksum(path: str | os.PathLike[str], nbytes: int, algorithm: FileChecksumAlgorithm) -> str | None:
+    """The checksum of ``path``'s first ``nbytes``; None when the file is shorter."""
+    h = file_hasher(algorithm)
+    left = nbytes
+    with open(path, "rb", buffering=0) as f:
+        while left and (data := f.read(min(_READ_CHUNK, left))):
+            h.update(data)
+            left -= len(data)
+    return None if left else h.hexdigest()
+
+
+def prefix_matches(path: Path, nbytes: int, checksum: str, algorithm: FileChecksumAlgorithm) -> bool:
+    """``path`` begins with ``nbytes`` of this checksum (a file appended to since keeps it)."""
+    return prefix_checksum(path, nbytes, algorithm) == checksum
+
+
 def from_version_1(data: Any, legacy_field: str, field: str) -> Any:
     """A version-1 document's checksum (``legacy_field``, SHA-256) as ``field`` with its algorithm
     named, for a pydantic ``mode="before"`` validator; anything else is left as it is."""

@@ -180,18 +180,21 @@ def finalize_upgrade(run_id: str, *, engine: str | None = None, plan: UpgradePla
 def _add_window(report: RunReport, units: list[Unit], results: dict[Any, dict[str, Any]], w: WindowRecord) -> None:
     """Each broker's stop window: its segments swapped from the stage or converted in the run,
     the staged ones left unused, and the window's duration."""
-    counts: dict[int, list[int]] = {}
+    counts: dict[int, list[int]] = {}  # broker -> swapped, converted, discarded, prefixed
     for u in units:
         r = results.get(u.id)
         if u.kind == UNIT_KIND and r is not None:
-            counts.setdefault(u.broker_id, [0, 0, 0])[0 if r.get("from_stage") else 1] += 1
+            c = counts.setdefault(u.broker_id, [0, 0, 0, 0])
+            c[0 if r.get("from_stage") else 1] += 1
+            c[3] += bool(r.get("from_prefix"))
     broker_of_dir = {u.log_dir: u.broker_id for u in units}
     only = report.brokers[0].broker_id if len(report.brokers) == 1 else -1
     for d, n in w.discarded.items():
-        counts.setdefault(broker_of_dir.get(d, only), [0, 0, 0])[2] += n
-    for broker_id, (swapped, converted, discarded) in sorted(counts.items()):
+        counts.setdefault(broker_of_dir.get(d, only), [0, 0, 0, 0])[2] += n
+    for broker_id, (swapped, converted, discarded, prefixed) in sorted(counts.items()):
         report.broker(broker_id).window = StopWindow(stage_id=w.stage_id, swapped=swapped, converted=converted,
-                                                     discarded=discarded, duration_s=w.duration_s)
+                                                     prefixed=prefixed, discarded=discarded,
+                                                     duration_s=w.duration_s)
 
 
 def execute_upgrade(log_dirs: list[str], *, options: UpgradeOptions, engine: str = "inline",
@@ -260,11 +263,13 @@ def close_window(stage: Stage, units: list[Unit], log_dirs: list[str], results: 
             discarded[d] = discarded.get(d, 0) + 1
     verified = read.verified
     ours_verified = [v for v in verified if any(Path(v.partition_dir).is_relative_to(d) for d in log_dirs)]
-    if len(ours) == len(entries) and len(ours_verified) == len(verified):
+    ours_prefixes = [p for p in read.prefixes if any(Path(p.partition_dir).is_relative_to(d) for d in log_dirs)]
+    if len(ours) == len(entries) and len(ours_verified) == len(verified) and len(ours_prefixes) == len(read.prefixes):
         stage.retire()  # the rest once the broker runs again (stage.py, sweep_deleted)
     else:
         stage.forget(ours)
         stage.forget_verified(ours_verified)
+        stage.forget_prefixes(ours_prefixes)
     return WindowRecord(stage_id=stage.stage_id, duration_s=duration_s, discarded=discarded)
 
 

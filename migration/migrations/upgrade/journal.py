@@ -57,11 +57,12 @@ class UnitJournal(RunDocument):
     kmigrate: an unknown version is refused, never guessed at). Version 2: the originals' and
     outputs' file checksums name their algorithm (BLAKE3); version 1 holds SHA-256 in ``sha256``
     / ``log_sha256``, read as such (``common.checksum``). Version 3: ``staged_from``. Version 4:
-    saved under a new name each time. A kmigrate that reads version 3 at most reads a unit's
-    first file only: it refuses a run this one started (version 4 there), but would misread a
-    run it started and this one resumed, which is not for it to resume again (docs/operations.md)."""
+    saved under a new name each time. Version 5: ``prefix_from``. A kmigrate that reads version 3
+    at most reads a unit's first file only: it refuses a run this one started (version 5 there),
+    but would misread a run it started and this one resumed, which is not for it to resume again
+    (docs/operations.md)."""
 
-    VERSION: ClassVar[int] = 4
+    VERSION: ClassVar[int] = 5
     NAME: ClassVar[str] = "unit journal"
 
     unit_id: str
@@ -84,6 +85,8 @@ class UnitJournal(RunDocument):
                                  "offset range that the originals replace")
     staged_from: str | None = Field(default=None, description="The prestage whose staged output the unit "
                                     "swapped in (None: converted in the run)")
+    prefix_from: str | None = Field(default=None, description="The prestage whose conversion of the segment's "
+                                    "first bytes the run's conversion carried on from (None: none)")
     error: dict[str, Any] | None = None
     unit_result: dict[str, Any] | None = None
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -27,21 +28,24 @@ from migration.audit.model import Finding, FindingCode, OffsetRange, RunKind, Ru
 from migration.audit.store import ReportNotFound, ReportStore
 from migration.formats import names
 from migration.formats.errors import KafkaFormatError
-from migration.formats.fileio import durable_mkdir, durable_rmtree
+from migration.formats.fileio import durable_mkdir, durable_rmtree, unlink_files
 from migration.logdir.model import scan_log_dir
 from migration.migrations.common.backup import fingerprint
+from migration.migrations.common.checksum import CURRENT_FILE_CHECKSUM, prefix_checksum
 from migration.migrations.upgrade.options import UpgradeOptions
 from migration.migrations.upgrade.plan import checkpoint_epochs, left_as_is, survey_segment
 from migration.migrations.upgrade.rewrite import RewriteSpec, digest_outputs, rewrite_segment
 from migration.migrations.upgrade.stage import (
     Conversion,
     Stage,
+    StagedPrefix,
     StagedSegment,
     VerifiedSegment,
     conversion_of,
     epochs_in_range,
     identities,
     leader_epochs_after,
+    prefix_current,
     segment_files,
     still_current,
     sweep_deleted,
@@ -102,8 +106,18 @@ class _Outcome(BaseModel):
 
     status: Literal["staged", "changed", "corrupt"]
     entry: StagedSegment | None = None
+    prefix: StagedPrefix | None = None
     error: KafkaFormatError | None = None
     read_bytes: int = 0
+
+    @property
+    def moved_bytes(self) -> int:
+        """Bytes read and written, as the pacer counts them."""
+        if self.entry is not None:
+            return self.read_bytes + self.entry.bytes_after
+        if self.prefix is not None:
+            return self.read_bytes + self.prefix.state.output.size
+        return self.read_bytes
 
 
 def stage_segment(stage: Stage, partition_dir: Path, base_offset: int, next_base_offset: int | None,
@@ -158,6 +172,55 @@ def stage_segment(stage: Stage, partition_dir: Path, base_offset: int, next_base
     return _Outcome(status="staged", entry=entry, read_bytes=read)
 
 
+def stage_prefix(stage: Stage, partition_dir: Path, base_offset: int, conversion: Conversion,
+                 epochs: list[tuple[int, int]]) -> _Outcome:
+    """Convert what an active segment holds so far into ``stage`` (a :class:`StagedPrefix`).
+    The broker appends to it meanwhile, and may truncate it, so the conversion reads a copy
+    taken first: the checksum the window compares is of exactly the bytes converted (the
+    copy's whole batches; a batch the broker was writing ends the copy). Nothing of it is
+    dropped from the page cache: the broker's consumers read those pages."""
+    log = partition_dir / names.log_file_name(base_offset)
+    out = stage.new_prefix_dir(partition_dir, base_offset)
+    copy = out / log.name
+    try:
+        shutil.copyfile(log, copy)
+        spec = RewriteSpec(
+            target_magic=conversion.target_magic, segment_bytes=conversion.segment_bytes,
+            max_message_bytes=conversion.max_message_bytes, index_interval_bytes=conversion.index_interval_bytes,
+            leader_epochs=epochs if conversion.target_magic == 2 else ())
+        rr = rewrite_segment(copy, spec, out_dir=out, torn_tail_ok=True)
+        after = digest_outputs(out, rr.outputs)
+        checksum = prefix_checksum(copy, rr.bytes_before, CURRENT_FILE_CHECKSUM)
+    except FileNotFoundError:
+        durable_rmtree(out)
+        return _Outcome(status="changed")
+    except KafkaFormatError as exc:
+        # a truncation or a preallocated tail read mid-way: the window converts the segment whole, and judges it
+        durable_rmtree(out)
+        return _Outcome(status="changed", error=exc)
+    state = rr.prefix_state
+    read = 2 * copy.stat().st_size  # copied, then converted
+    unlink_files(copy)
+    if state is None or checksum is None:  # no batch yet, or split by segment.bytes: nothing to carry on from
+        durable_rmtree(out)
+        return _Outcome(status="changed", read_bytes=read)
+    if not after.matches(rr.digest_before):
+        durable_rmtree(out)
+        return _Outcome(status="corrupt", read_bytes=read, error=KafkaFormatError(
+            "record digest of the converted prefix differs from the original's", path=str(log)))
+    staged_names = [n + names.CLEANED_FILE_SUFFIX for n in state.output.files]
+    staged = identities(out, staged_names)
+    assert staged is not None  # written just now, in a directory only this pass writes
+    entry = StagedPrefix(
+        stage_id=stage.stage_id, partition_dir=str(partition_dir), base_offset=base_offset, next_base_offset=None,
+        conversion=conversion, leader_epochs=epochs_in_range(epochs, base_offset, state.input_last_offset + 1)
+        if conversion.target_magic == 2 else [], log_file=log.name, input_checksum=checksum,
+        checksum_algorithm=CURRENT_FILE_CHECKSUM, state=state, staged_ids=staged)
+    stage.save_prefix(entry)
+    _drop_cached([out / n for n in staged_names])
+    return _Outcome(status="staged", prefix=entry, read_bytes=read)
+
+
 class _Candidate(BaseModel):
     broker_id: int
     topic: str
@@ -171,6 +234,8 @@ class _Candidate(BaseModel):
     partition_name: str = ""
     checkpoint: list[tuple[int, int]] = Field(default_factory=list)
     mtime_ns: int = 0
+    active: bool = Field(default=False, description="The partition's active segment: its bytes so far are staged "
+                         "(stage_prefix)")
 
 
 class _PassPlan(BaseModel):
@@ -181,6 +246,7 @@ class _PassPlan(BaseModel):
     to_verify: list[_Candidate] = Field(default_factory=list)
     kept: int = 0
     verified_kept: int = 0
+    prefixes_kept: int = 0
     active: int = 0
 
 
@@ -303,13 +369,20 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
         ReportStore().save(report)
         return report
     pacer = _Pacer(options.io_rate)
+    prefixes = 0
     for c in todo:
         t0 = time.monotonic()
         pdir = Path(c.partition_dir)
-        outcome = stage_segment(stage, pdir, c.base_offset, c.next_base_offset, conversion, c.epochs)
-        report.add_unit(c.broker_id, c.topic, c.partition, _result(pdir, c, outcome, time.monotonic() - t0))
-        entry = outcome.entry
-        pacer.add(outcome.read_bytes + (entry.bytes_after if entry is not None else 0))
+        if c.active:
+            outcome = stage_prefix(stage, pdir, c.base_offset, conversion, c.epochs)
+            prefixes += outcome.prefix is not None
+            report.add_unit(c.broker_id, c.topic, c.partition, _prefix_result(pdir, c, outcome,
+                                                                              time.monotonic() - t0),
+                            track_progress=False)
+        else:
+            outcome = stage_segment(stage, pdir, c.base_offset, c.next_base_offset, conversion, c.epochs)
+            report.add_unit(c.broker_id, c.topic, c.partition, _result(pdir, c, outcome, time.monotonic() - t0))
+        pacer.add(outcome.moved_bytes)
     verified = 0
     for c in plan.to_verify:  # read only (no --budget: it bounds conversions), paced too
         t0 = time.monotonic()
@@ -326,8 +399,10 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
                               f"--budget {options.budget:,} bytes")]), track_progress=False)
     staged = [u for u in report.iter_results() if u.status is UnitStatus.OK]
     report.warn(f"stage {options.stage_id} in {stage.path}: {len(staged)} segment(s) staged now, {plan.kept} kept "
-                f"from an earlier pass, {len(later)} left for a later pass, {plan.active} active segment(s) left for "
-                f"the window; {verified + plan.verified_kept} closed segment(s) in the target format checked as the "
+                f"from an earlier pass, {len(later)} left for a later pass; of {plan.active} active segment(s), "
+                f"{prefixes + plan.prefixes_kept} with their bytes so far staged ({plan.prefixes_kept} by an earlier "
+                "pass: unchanged since), of which the window converts only what the broker appends; "
+                f"{verified + plan.verified_kept} closed segment(s) in the target format checked as the "
                 f"window would ({plan.verified_kept} by an earlier pass), which it skips unread; "
                 "swap them in with the broker stopped: "
                 + window_command(dirs, opts, options.stage_id, str(root) if options.stage_root else None))
@@ -354,10 +429,12 @@ def _plan_pass(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOp
     read = stage.read()
     entries = {(e.partition_dir, e.base_offset): e for e in read.entries}
     verified = {(e.partition_dir, e.base_offset): e for e in read.verified}
+    prefixes = {(e.partition_dir, e.base_offset): e for e in read.prefixes}
     out = _PassPlan()
     seen: set[tuple[str, int]] = set()
     stale: list[StagedSegment] = []
     stale_verified: list[VerifiedSegment] = []
+    active: set[tuple[str, int]] = set()
     target = opts.target_magic
     for d in dirs:
         ld = _scan_live(d)
@@ -407,6 +484,25 @@ def _plan_pass(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOp
                                base_offset=seg.base_offset, next_base_offset=nxt, size=seg.size, epochs=epochs,
                                partition_name=part.name, checkpoint=checkpoint, mtime_ns=seg.mtime_ns)
                 (out.to_verify if in_target else out.candidates).append(c)
+            if segs and segs[-1].size and not conversion.stamp_v0_with_mtime:
+                # the v0 stamp is the .log's mtime, which every append moves: no prefix then
+                last = segs[-1]
+                key = (str(pdir), last.base_offset)
+                active.add(key)
+                p = prefixes.get(key)
+                path = pdir / last.log_file
+                if p is not None and p.state.input_bytes == last.size and prefix_current(
+                        p, pdir, conversion, epochs, stage.prefix_files_dir(pdir, last.base_offset)):
+                    out.prefixes_kept += 1
+                    report.add_unit(bid, part.topic, part.partition, _kept(
+                        path, (p.state.input_bytes, p.state.output.size), (None, None), FindingCode.PREFIX_STAGED,
+                        "staged by an earlier pass, nothing appended since: " + FindingCode.PREFIX_STAGED.meaning),
+                        track_progress=False)
+                elif _in_target(path, target) is False:
+                    out.candidates.append(_Candidate(
+                        broker_id=bid, topic=part.topic, partition=part.partition, partition_dir=str(pdir),
+                        base_offset=last.base_offset, next_base_offset=None, size=last.size, epochs=epochs,
+                        active=True))
 
     def gone(e: StagedSegment | VerifiedSegment) -> bool:
         """Deleted or merged by Kafka since: nothing of it to swap in or to skip."""
@@ -417,6 +513,10 @@ def _plan_pass(report: RunReport, stage: Stage, dirs: list[str], opts: UpgradeOp
     stale_verified += [e for e in verified.values() if gone(e)]
     stage.forget(stale)
     stage.forget_verified(stale_verified)
+    # A prefix is of the segment active now, or of nothing: a rolled segment is staged whole.
+    # One kept is not restaged unless something was appended; a candidate's is replaced.
+    stage.forget_prefixes([e for k, e in prefixes.items() if k not in active and any(
+        Path(e.partition_dir).is_relative_to(d) for d in dirs)])
     return out
 
 
@@ -465,6 +565,27 @@ def _checked_result(c: _Candidate, status: VerifyOutcome, records: int | None, d
     return UnitResult(unit=log.name, path=str(log), status=UnitStatus.SKIPPED, bytes_before=c.size,
                       bytes_after=c.size, records_before=records, records_after=records, duration_s=duration,
                       warnings=[Finding(file=str(log), code=code, message=message)])
+
+
+def _prefix_result(pdir: Path, c: _Candidate, outcome: _Outcome, duration: float) -> UnitResult:
+    """An active segment, as the staging of its bytes so far ended (a skipped unit: the window
+    converts it, from the staged prefix when the segment still begins with those bytes)."""
+    log = pdir / names.log_file_name(c.base_offset)
+    p = outcome.prefix
+    if outcome.status == "corrupt":
+        return _result(pdir, c, outcome, duration)
+    if p is not None:
+        return UnitResult(unit=log.name, path=str(log), status=UnitStatus.SKIPPED, bytes_before=p.state.input_bytes,
+                          bytes_after=p.state.output.size, duration_s=duration, warnings=[Finding(
+                              file=str(log), code=FindingCode.PREFIX_STAGED,
+                              message=f"{p.state.input_bytes:,} of its bytes staged: "
+                                      + FindingCode.PREFIX_STAGED.meaning)])
+    why = f" ({outcome.error.message})" if outcome.error is not None else ""
+    return UnitResult(unit=log.name, path=str(log), status=UnitStatus.SKIPPED, bytes_before=c.size,
+                      duration_s=duration, warnings=[Finding(
+                          file=str(log), code=FindingCode.CHANGED_WHILE_STAGING,
+                          message=f"the active segment's bytes so far could not be staged{why}: the stop window "
+                                  "converts it whole")])
 
 
 def _result(pdir: Path, c: _Candidate, outcome: _Outcome, duration: float) -> UnitResult:

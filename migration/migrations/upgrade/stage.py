@@ -61,14 +61,17 @@ from migration.formats.fileio import (
     unlink_files,
 )
 from migration.migrations.common.backup import BackupFile, partition_key
+from migration.migrations.common.checksum import FileChecksumAlgorithm, prefix_matches
 from migration.migrations.common.leader_epoch import plan_assignment
 from migration.migrations.upgrade.options import UpgradeOptions
-from migration.migrations.upgrade.rewrite import OutputSegment
+from migration.migrations.upgrade.rewrite import OutputSegment, PrefixState
 from migration.runtime.documents import RunDocument
 from migration.runtime.safety import Refused
 
 FILES_DIR = "files"
 MANIFESTS_DIR = "manifests"
+PREFIXES_DIR = "prefixes"
+PREFIX_FILES_SUFFIX = ".prefix"  # <segment prefix>.prefix: the files of a StagedPrefix
 VERIFIED_DIR = "verified"
 DELETED_DIR = ".deleted"  # retired stages (a run id never starts with a dot)
 STAGE_VERSION = 1
@@ -180,6 +183,46 @@ class StagedSegment(_StageEntry):
         return sum(i.size for i in self.staged_ids)
 
 
+class StagedPrefix(_StageEntry):
+    """The conversion of an active segment's first bytes, as the prestage read them: the window
+    checks that the segment still begins with those bytes (their checksum), then converts only
+    what the broker appended after them (rewrite.Resume). Kafka writes an active segment in
+    place, so its identity says nothing: it appends, and truncates it on a leader change (the
+    same inode, shorter), after which the bytes from the truncation point on may differ."""
+
+    NAME: ClassVar[str] = "stage prefix manifest"
+
+    log_file: str
+    input_checksum: str = Field(description="Of the .log's first state.input_bytes, by checksum_algorithm")
+    checksum_algorithm: FileChecksumAlgorithm
+    state: PrefixState
+    staged_ids: list[FileIdentity] = Field(description="The staged .cleaned files as written and fsynced")
+    staged_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    def epochs_as_now(self, epochs: list[tuple[int, int]]) -> bool:
+        """Its batches got the epochs a conversion would give them now (none for v1)."""
+        return epochs_in_range(epochs, self.base_offset, self.state.input_last_offset + 1) == \
+            [tuple(e) for e in self.leader_epochs]
+
+
+def prefix_current(entry: StagedPrefix, partition_dir: Path, conversion: Conversion, epochs: list[tuple[int, int]],
+                   staged_dir: Path) -> bool:
+    """The staged prefix is of the segment as it is now, and made as it would be now: the same
+    options and leader epochs over its offsets, its staged files as written (stats), and the
+    segment's first bytes the same (read and hashed: the one read of the window that grows with
+    the bytes, at hashing speed)."""
+    if entry.conversion != conversion or not entry.epochs_as_now(epochs):
+        return False
+    staged_now = identities(staged_dir, [i.name for i in entry.staged_ids])
+    if staged_now != entry.staged_ids:
+        return False
+    try:
+        return prefix_matches(partition_dir / entry.log_file, entry.state.input_bytes, entry.input_checksum,
+                              entry.checksum_algorithm)
+    except FileNotFoundError:
+        return False
+
+
 class VerifiedSegment(_StageEntry):
     """A closed segment the prestage read whole and found in the target format with nothing to
     report (what the window's plan checks: Kafka's recovery checks and the indexes); the window
@@ -269,6 +312,7 @@ class StageRead:
 
     entries: list[StagedSegment]
     verified: list[VerifiedSegment]
+    prefixes: list[StagedPrefix]
 
 
 class Stage:
@@ -310,8 +354,9 @@ class Stage:
         return out
 
     def read(self) -> StageRead:
-        """Every staged and every verified segment (:meth:`entries`, :meth:`verified`)."""
-        return StageRead(entries=self.entries(), verified=self.verified())
+        """Every staged and every verified segment, every staged prefix (:meth:`entries`,
+        :meth:`verified`, :meth:`prefixes`)."""
+        return StageRead(entries=self.entries(), verified=self.verified(), prefixes=self.prefixes())
 
     def verified_path(self, partition_dir: str | Path, base_offset: int) -> Path:
         key = f"{partition_key(Path(partition_dir))}.{names.filename_prefix_from_offset(base_offset)}"
@@ -336,6 +381,52 @@ class Stage:
 
     def forget_verified(self, entries: list[VerifiedSegment]) -> None:
         durable_unlink(*(self.verified_path(e.partition_dir, e.base_offset) for e in entries))
+
+    def prefix_path(self, partition_dir: str | Path, base_offset: int) -> Path:
+        key = f"{partition_key(Path(partition_dir))}.{names.filename_prefix_from_offset(base_offset)}"
+        return self.path / PREFIXES_DIR / f"{key}.json"
+
+    def prefix_files_dir(self, partition_dir: str | Path, base_offset: int) -> Path:
+        d = self.files_dir(partition_dir, base_offset)
+        return d.with_name(d.name + PREFIX_FILES_SUFFIX)
+
+    def load_prefix(self, partition_dir: str | Path, base_offset: int) -> StagedPrefix | None:
+        p = self.prefix_path(partition_dir, base_offset)
+        return StagedPrefix.read(p) if p.exists() else None
+
+    def prefixes(self) -> list[StagedPrefix]:
+        """Every staged prefix; one unreadable is of no use and read as absent (the window then
+        converts the whole segment)."""
+        pdir = self.path / PREFIXES_DIR
+        out = []
+        for p in sorted(pdir.glob("*.json")) if pdir.is_dir() else []:
+            try:
+                out.append(StagedPrefix.read(p))
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def new_prefix_dir(self, partition_dir: str | Path, base_offset: int) -> Path:
+        """An empty directory for a prefix's staged files: the prefix staged before, if any,
+        forgotten first (its manifest, then its files)."""
+        p = self.prefix_path(partition_dir, base_offset)
+        if p.exists():
+            durable_unlink(p)
+        d = self.prefix_files_dir(partition_dir, base_offset)
+        durable_rmtree(d)
+        return durable_mkdir(d)
+
+    def save_prefix(self, entry: StagedPrefix) -> None:
+        """The prefix's manifest, durably, after the files it names are (the caller fsynced them)."""
+        fsync_dir(self.prefix_files_dir(entry.partition_dir, entry.base_offset))
+        p = self.prefix_path(entry.partition_dir, entry.base_offset)
+        durable_mkdir(p.parent)
+        entry.write(p)
+
+    def forget_prefixes(self, entries: list[StagedPrefix]) -> None:
+        """Manifests first, then files (as :meth:`forget`)."""
+        durable_unlink(*(self.prefix_path(e.partition_dir, e.base_offset) for e in entries))
+        durable_rmtree(*(self.prefix_files_dir(e.partition_dir, e.base_offset) for e in entries))
 
     def manifest_count(self) -> int:
         mdir = self.path / MANIFESTS_DIR
@@ -400,8 +491,10 @@ class Stage:
         fdir = self.path / FILES_DIR
         if not fdir.is_dir():
             return []
-        # a manifest is named <partition key>.<segment prefix>.json (manifest_path)
+        # a manifest is named <partition key>.<segment prefix>.json (manifest_path, prefix_path)
         keys = {tuple(m.stem.rsplit(".", 1)) for m in (self.path / MANIFESTS_DIR).glob("*.json")}
+        keys |= {(k, s + PREFIX_FILES_SUFFIX) for k, s in (m.stem.rsplit(".", 1) for m in
+                                                            (self.path / PREFIXES_DIR).glob("*.json"))}
         return sorted(seg for part in fdir.iterdir() for seg in part.iterdir() if (part.name, seg.name) not in keys)
 
 

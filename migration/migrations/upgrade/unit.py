@@ -46,7 +46,7 @@ from migration.migrations.common.replace import (
 )
 from migration.migrations.upgrade.journal import JournalState, UnitJournal, load_journal, save_journal
 from migration.migrations.upgrade.plan import EpochParams, SegmentParams, UpgradeJobOptions
-from migration.migrations.upgrade.rewrite import RewriteSpec, cleaned_paths, digest_outputs, rewrite_segment
+from migration.migrations.upgrade.rewrite import Resume, RewriteSpec, cleaned_paths, digest_outputs, rewrite_segment
 from migration.migrations.upgrade.stage import (
     FileIdentity,
     Stage,
@@ -54,6 +54,7 @@ from migration.migrations.upgrade.stage import (
     conversion_of,
     identities,
     leader_epochs_after,
+    prefix_current,
     segment_files,
     still_current,
 )
@@ -82,11 +83,11 @@ class UnitContext:
         """The upgrade's options (a rollback from backups alone has none, and needs none)."""
         return UpgradeJobOptions.model_validate(self._options)
 
-    def result(self, ur: UnitResult, *, from_stage: bool = False) -> dict[str, Any]:
+    def result(self, ur: UnitResult, *, from_stage: bool = False, from_prefix: bool = False) -> dict[str, Any]:
         u = self.unit
         status = "ok" if ur.status in (UnitStatus.OK, UnitStatus.SKIPPED) else ur.status.value
         return {"status": status, "broker_id": u.broker_id, "topic": u.topic, "partition": u.partition,
-                "unit_result": ur.model_dump(mode="json"), "from_stage": from_stage}
+                "unit_result": ur.model_dump(mode="json"), "from_stage": from_stage, "from_prefix": from_prefix}
 
     def failed(self, message: str, *, file: str | None = None, position: int | None = None,
                code: FindingCode | None = None) -> dict[str, Any]:
@@ -116,6 +117,9 @@ def _unit_result(ctx: UnitContext, j: UnitJournal) -> UnitResult:
             file=str(ctx.partition_dir / ctx.log_name), code=FindingCode.INDEX_REBUILT,
             message="offset and time index rebuilt with Kafka's rules (the originals are in the backup): "
                     + "; ".join(repairs)))
+    if j.prefix_from is not None:
+        warnings.append(Finding(file=str(ctx.partition_dir / ctx.log_name), code=FindingCode.PREFIX_USED,
+                                message=f"from stage {j.prefix_from}: " + FindingCode.PREFIX_USED.meaning))
     if j.split_batches:
         warnings.append(Finding(code=FindingCode.BATCH_SPLIT, message=f"{j.split_batches} converted batch(es) above "
                                 f"max.message.bytes ({ctx.options.max_message_bytes}) split"))
@@ -147,7 +151,7 @@ def _finish(ctx: UnitContext, j: UnitJournal) -> dict[str, Any]:
     j.state = JournalState.DONE
     j.unit_result = ur.model_dump(mode="json")
     save_journal(ctx.run_dir, j)
-    return ctx.result(ur, from_stage=j.staged_from is not None)
+    return ctx.result(ur, from_stage=j.staged_from is not None, from_prefix=j.prefix_from is not None)
 
 
 def _resume_replace(ctx: UnitContext, j: UnitJournal) -> str:
@@ -176,7 +180,7 @@ def run_unit(unit: Unit, options: dict[str, Any]) -> dict[str, Any]:
         ur = UnitResult.model_validate(j.unit_result)
         if ur.digest_algorithm is None and j.digest_before is not None:
             ur.digest_algorithm = j.digest_before.algorithm  # finished by a kmigrate that did not name it
-        return ctx.result(ur, from_stage=j.staged_from is not None)
+        return ctx.result(ur, from_stage=j.staged_from is not None, from_prefix=j.prefix_from is not None)
     if j is not None and j.state in (JournalState.ROLLING_BACK, JournalState.ROLLED_BACK):
         return ctx.failed("the unit was rolled back; start a new run to upgrade it again", code=FindingCode.ROLLED_BACK)
     if j is not None and j.state is JournalState.CLEANED:
@@ -244,8 +248,15 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
         next_base_offset=ctx.next_base_offset,
     )
     rr = None
+    resume = _usable_prefix(ctx)
     try:
-        rr = rewrite_segment(log, spec)  # removes its own partial output when it fails
+        try:
+            rr = rewrite_segment(log, spec, resume=resume)  # removes its own partial output when it fails
+        except OSError:
+            if resume is None:
+                raise
+            resume = None  # the staged prefix went meanwhile (--discard-stage): the whole is converted
+            rr = rewrite_segment(log, spec)
         after = digest_outputs(pdir, rr.outputs)
     except KafkaFormatError as exc:
         durable_unlink(*cleaned_paths(pdir, rr.outputs if rr is not None else []))
@@ -262,6 +273,7 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
         return ctx.failed("record digest of the rewritten segment differs from the original; nothing replaced",
                           file=str(log), code=FindingCode.DIGEST_MISMATCH)
     j.outputs = rr.outputs
+    j.prefix_from = ctx.options.stage if resume is not None else None
     j.bytes_before = rr.bytes_before
     j.bytes_by_magic_before = rr.bytes_by_magic_before
     j.digest_before = rr.digest_before
@@ -311,6 +323,26 @@ def _usable_stage(ctx: UnitContext) -> StagedSegment | None:
     if staged_now is None or not all(a.same_except_ctime(b) for a, b in zip(entry.staged_ids, staged_now, strict=True)):
         return None
     return entry
+
+
+def _usable_prefix(ctx: UnitContext) -> Resume | None:
+    """The prestage's conversion of this segment's first bytes (it was the active segment),
+    when the segment still begins with them and this run would convert them the same; None:
+    convert the whole (upgrade/stage.py, StagedPrefix)."""
+    opts = ctx.options
+    if opts.stage is None or opts.stage_root is None or opts.stamp_v0_with_mtime:
+        return None
+    stage = Stage(opts.stage_root, opts.stage)
+    pdir = ctx.partition_dir
+    try:
+        entry = stage.load_prefix(pdir, ctx.base_offset)
+    except (OSError, ValueError):
+        return None
+    files_dir = stage.prefix_files_dir(pdir, ctx.base_offset)
+    if entry is None or not prefix_current(entry, pdir, conversion_of(opts), leader_epochs_after(
+            pdir, assign=False) if opts.target_magic == 2 else [], files_dir):
+        return None
+    return Resume(entry.state, files_dir)
 
 
 def _linked_in_backup(backup: UnitBackup | None, current: FileIdentity) -> bool:

@@ -23,6 +23,7 @@ from kafka_loader import read_log_dir_records, simulate_log_dir_startup
 
 from migration.migrations.common.backup import MANIFESTS_DIR
 from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, rollback_run
+from migration.migrations.upgrade.journal import UnitJournal
 from migration.runtime.runs import latest_journal_files
 
 CRASH_JOB = Path(__file__).with_name("crash_job.py")
@@ -78,7 +79,7 @@ def _as_version_1(private_out: Path, run_id: str) -> None:
     journals = _journals(private_out, run_id)
     for p in journals:
         j = json.loads(p.read_text())
-        assert j["version"] == 4 and j.pop("staged_from") is None  # version 3 added it
+        assert j["version"] == 5 and j.pop("staged_from") is None and j.pop("prefix_from") is None  # versions 3, 5
         j["originals"] = [_original_as_version_1(f, Path(j["backup_dir"])) for f in j["originals"]]
         j["outputs"] = [_output_as_version_1(o, Path(j["partition_dir"])) for o in j["outputs"]]
         # before version 4 a unit's journal was one file, <unit id>.json, replaced at each save
@@ -119,7 +120,7 @@ def test_a_crashed_run_of_an_earlier_kmigrate_restarts_its_units(log_dir, privat
         j = json.loads(p.read_text())
         if j["unit_id"] not in restarted:
             continue
-        assert (j["version"], j["state"]) == (4, "done")
+        assert (j["version"], j["state"]) == (UnitJournal.VERSION, "done")
         assert {f["checksum_algorithm"] for f in j["originals"]} == {"sha256"}
         assert {o["checksum_algorithm"] for o in j["outputs"]} == {"blake3"}
 

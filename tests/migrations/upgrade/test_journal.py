@@ -32,7 +32,7 @@ def test_each_save_is_a_new_file_and_frees_none(tmp_path: Path) -> None:
     assert (still.st_ino, still.st_size) == (first.st_ino, first.st_size)  # the first save untouched
     loaded = load_journal(tmp_path, unit)
     assert loaded is not None and loaded.state is JournalState.DONE
-    assert json.loads(journal_path(tmp_path, unit, 2).read_text())["version"] == UnitJournal.VERSION == 4
+    assert json.loads(journal_path(tmp_path, unit, 2).read_text())["version"] == UnitJournal.VERSION == 5
 
 
 def test_the_latest_save_is_what_the_run_reports_in_flight(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from migration.audit.model import FindingCode, RunKind, UnitStatus
 from migration.formats import names
 from migration.migrations.upgrade.driver import UpgradeOptions, execute_upgrade, rollback_run
 from migration.migrations.upgrade.prestage import PrestageOptions, prestage_upgrade
-from migration.migrations.upgrade.stage import DELETED_DIR, Stage, StagedSegment
+from migration.migrations.upgrade.stage import DELETED_DIR, PREFIX_FILES_SUFFIX, Stage, StagedSegment
 from migration.settings import default_stage_root
 
 
@@ -40,6 +40,18 @@ def _legacy_closed(log_dir: Path) -> list[Path]:
                 head = f.read(17)
             if len(head) == 17 and head[16] < 2:
                 out.append(log)
+    return out
+
+
+def _legacy_active(log_dir: Path) -> list[Path]:
+    """Active segments holding batches below v2 (the prestage stages their bytes so far)."""
+    out = []
+    for p in _partitions(log_dir):
+        log = sorted(p.glob("*.log"))[-1]
+        with open(log, "rb") as f:
+            head = f.read(17)
+        if len(head) == 17 and head[16] < 2:
+            out.append(log)
     return out
 
 
@@ -81,6 +93,7 @@ def test_window_swaps_the_stage_in_and_rollback_restores(live, sample_cluster, m
     before = tree_state(live)
     _prestage(live, "stage-b")
     n_staged = len(_legacy_closed(live))
+    n_active = len(_legacy_active(live))
     # the broker stops
     (live / ".lock").unlink(missing_ok=True)
     reads = []
@@ -89,7 +102,7 @@ def test_window_swaps_the_stage_in_and_rollback_restores(live, sample_cluster, m
     report = _stopped_window(live, "stage-b", "window-b")
     # each manifest read by the plan and by its unit, not a third time at the window's close
     assert len(reads) == 2 * n_staged
-    assert report.exit_code() == 0, (report.refusal, [u.errors for u in report.problem_units()])
+    assert report.exit_code() == 0, (report.refusal, [u.errors for *_, u in report.problem_units()])
     (window,) = [b.window for b in report.brokers if b.window is not None]
     assert window.swapped == n_staged and window.discarded == 0
     assert window.converted == sum(1 for *_, u in report.iter_units()
@@ -101,8 +114,11 @@ def test_window_swaps_the_stage_in_and_rollback_restores(live, sample_cluster, m
     # its staged files are unlinked at once: every swapped segment's files have one name, the
     # log dir's (nothing held once Kafka deletes them); only its bookkeeping waits, under .deleted
     (aside,) = (root / DELETED_DIR).iterdir()
+    # (the active segments' staged prefixes were copied in, never linked: left for the sweep)
     assert aside.name.startswith("stage-b.") and not [f for f in aside.rglob("*") if f.is_file()
-                                                       and not f.name.endswith(".json")]
+                                                       and not f.name.endswith(".json")
+                                                       and not f.parent.name.endswith(PREFIX_FILES_SUFFIX)]
+    assert window.prefixed == n_active > 0
     assert all(f.stat().st_nlink == 1 for p in _partitions(live) for f in p.iterdir() if f.is_file()
                and f.suffix in (".log", ".index", ".timeindex"))
     _prestage(live, "stage-b2")  # the next prestage sweeps it (the broker runs again by then)
@@ -201,7 +217,7 @@ def test_window_swaps_only_what_kafka_left_unchanged(live, monkeypatch) -> None:
     (live / ".lock").unlink(missing_ok=True)
 
     result = _stopped_window(live, "stage-c", "window-c")
-    assert result.exit_code() == 0, (result.refusal, [u.errors for u in result.problem_units()])
+    assert result.exit_code() == 0, (result.refusal, [u.errors for *_, u in result.problem_units()])
     (window,) = [b.window for b in result.brokers if b.window is not None]
     assert (window.swapped, window.discarded) == (len(_closed_logs(control)), 3)
     assert window.swapped == staged - 3
@@ -214,7 +230,11 @@ def test_window_swaps_only_what_kafka_left_unchanged(live, monkeypatch) -> None:
     root = default_stage_root([live])
     (aside,) = (root / DELETED_DIR).iterdir()
     left = [f for f in aside.rglob("*") if f.is_file() and not f.name.endswith(".json")]
-    assert len({f.parent for f in left}) == 3 and all(f.stat().st_nlink == 1 for f in left)
+    assert len({f.parent for f in left if not f.parent.name.endswith(PREFIX_FILES_SUFFIX)}) == 3
+    assert all(f.stat().st_nlink == 1 for f in left)
+    # the rolled segment was active when staged: its staged prefix served the window
+    assert str(rolled) in {u.path for *_, u in result.iter_units() if any(w.code == FindingCode.PREFIX_USED
+                                                                         for w in u.warnings)}
     # --discard-stage of the retired stage removes what it left (the broker runs again by then)
     out = subprocess.run([sys.executable, "-m", "migration", "upgrade", str(live), "--discard-stage", "stage-c"],
                          capture_output=True, text=True, env=os.environ | {"COLUMNS": "200"})
@@ -350,7 +370,7 @@ def test_the_window_skips_unread_the_closed_v2_segments_the_prestage_checked(liv
     assert set(in_target) <= set(read)
     read.clear()
     window = _stopped_window(live, "stage-v", "window-v")
-    assert window.exit_code() == 0, (window.refusal, [u.errors for u in window.problem_units()])
+    assert window.exit_code() == 0, (window.refusal, [u.errors for *_, u in window.problem_units()])
     assert changed in read and not set(in_target[1:]) & set(read)
     skipped = {Path(u.path): u for *_, u in window.iter_units() if u.status is UnitStatus.SKIPPED}
     for log in in_target:
@@ -358,3 +378,67 @@ def test_the_window_skips_unread_the_closed_v2_segments_the_prestage_checked(liv
         u = skipped[log]
         assert (u.bytes_before, u.records_before, u.input_format) == (size, records, ",".join(formats))
         assert [w.code for w in u.warnings] == [FindingCode.ALREADY_IN_TARGET]
+
+
+def _append(log: Path, count: int, tag: bytes) -> None:
+    """The broker appends to its active segment: messages in the segment's own format."""
+    from kafka_loader import _next_offset
+
+    from migration.formats.legacy import encode_message
+
+    with open(log, "rb") as f:
+        magic = f.read(17)[16]
+    first = _next_offset(log)
+    with open(log, "ab") as f:
+        for o in range(first, first + count):
+            f.write(encode_message(o, magic, 0, 1_700_000_000_000 + o if magic else -1, b"k%d" % o, tag * 50))
+
+
+def test_the_window_converts_only_what_the_broker_appended_after_the_staged_prefix(live, tmp_path) -> None:
+    """The prestage stages each legacy active segment's bytes so far; the broker appends to all
+    of them, and on a leader change truncates one to its first batch and appends other records
+    there. The window carries on from the staged prefix of each appended-to segment (and writes
+    the very files a conversion of the whole writes: an offline upgrade of a copy), converts the
+    truncated one whole, and every record is there."""
+    report = _prestage(live, "stage-p")
+    actives = _legacy_active(live)
+    assert len(actives) >= 2
+    prefixed = {u.path: u for u in report.iter_results() if any(w.code == FindingCode.PREFIX_STAGED
+                                                                  for w in u.warnings)}
+    assert set(prefixed) == {str(a) for a in actives}
+    assert all(u.bytes_before == a.stat().st_size for a in actives for u in [prefixed[str(a)]])
+    stage = Stage(default_stage_root([live]), "stage-p")
+    assert len(stage.prefixes()) == len(actives)
+    # a second pass with nothing appended keeps them
+    again = _prestage(live, "stage-p")
+    assert {u.path for u in again.iter_results() if any(w.code == FindingCode.PREFIX_STAGED for w in u.warnings)
+            and u.duration_s is None} == set(prefixed)
+    for a in actives:
+        _append(a, 40, b"a")
+    cut = actives[0]
+    data = cut.read_bytes()
+    os.truncate(cut, int.from_bytes(data[8:12], "big") + 12)  # a truncation to its first batch
+    _append(cut, 25, b"b")  # the new leader's records at those offsets
+    expected = read_log_dir_records(live)
+    offline = tmp_path / "offline" / live.name
+    shutil.copytree(live, offline, copy_function=shutil.copy2)
+    (live / ".lock").unlink(missing_ok=True)
+    (offline / ".lock").unlink(missing_ok=True)
+
+    result = _stopped_window(live, "stage-p", "window-p")
+    assert result.exit_code() == 0, (result.refusal, [u.errors for *_, u in result.problem_units()])
+    used = {u.path for *_, u in result.iter_units() if any(w.code == FindingCode.PREFIX_USED for w in u.warnings)}
+    assert used == {str(a) for a in actives[1:]}
+    (window,) = [b.window for b in result.brokers if b.window is not None]
+    assert window.prefixed == len(actives) - 1
+    assert read_log_dir_records(live) == expected
+    assert not any(simulate_log_dir_startup(live).values())
+    whole = execute_upgrade([str(offline)], options=UpgradeOptions(target="v2"), engine="inline", run_id="offline-p")
+    assert whole.exit_code() == 0
+    for a in actives:
+        for suffix in (names.LOG_FILE_SUFFIX, names.INDEX_FILE_SUFFIX, names.TIME_INDEX_FILE_SUFFIX):
+            mine, theirs = a.with_suffix(suffix), offline / a.parent.name / a.with_suffix(suffix).name
+            assert mine.read_bytes() == theirs.read_bytes(), mine
+    rb = rollback_run("window-p")
+    assert rb.exit_code() == 0
+    assert read_log_dir_records(live) == expected
