@@ -291,7 +291,8 @@ _RESUMED = re.compile(r"^<\.\.\. ([a-z_0-9]+) resumed>(.*)$", re.S)
 _RESULT = re.compile(r"\)\s+= ")
 _UNFINISHED = " <unfinished ...>"
 _HEX_STRING = re.compile(r'^"((?:\\x[0-9a-f]{2})*)"(\.\.\.)?$')
-_FD = re.compile(r"^(-?\d+|AT_FDCWD)(?:<(.*)>)?$", re.S)
+# "(deleted)" after the path: the file was unlinked while open (the JVM's hsperfdata file at its exit)
+_FD = re.compile(r"^(-?\d+|AT_FDCWD)(?:<(.*)>(?:\(deleted\))?)?$", re.S)
 _HEX_ONLY = re.compile(r"^(?:\\x[0-9a-f]{2})+$")
 _COMMENT = re.compile(r"/\*.*?\*/")
 

@@ -177,3 +177,13 @@ def test_copy2_is_modelled_from_the_source_bytes(tmp_path) -> None:
     """, before={"src": DATA})
     (st,) = _final(rec, pl.EXT4)
     assert _data(st, "dst") == DATA
+
+
+def test_an_fd_of_a_file_unlinked_while_open_is_read() -> None:
+    """strace decorates the fd of an unlinked file with "(deleted)" after its path: a JVM removes
+    its hsperfdata file before it closes it, which made the Spark power-loss test fail now and
+    then ("not an fd")."""
+    path = "".join(f"\\x{b:02x}" for b in b"/tmp/hsperfdata_root/5867")
+    assert pl._fd(f"6<{path}>(deleted)") == (6, "/tmp/hsperfdata_root/5867")
+    assert pl._fd(f"6<{path}>") == (6, "/tmp/hsperfdata_root/5867")
+    assert pl._fd("AT_FDCWD") == (None, None)
