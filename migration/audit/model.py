@@ -312,8 +312,9 @@ class StopWindow(_Model):
 
     def describe(self, broker_id: int) -> str:
         return (f"broker {broker_id} stop window {self.duration_s:.1f} s: {self.swapped} segment(s) swapped in from "
-                f"stage {self.stage_id}, {self.converted} converted in the window ({self.prefixed} of them from "
-                f"their staged first bytes), {self.discarded} staged segment(s) discarded")
+                f"stage {self.stage_id}, {self.converted} converted in the window"
+                + (f" ({self.prefixed} of them from their staged first bytes)" if self.prefixed else "")
+                + f", {self.discarded} staged segment(s) discarded")
 
 
 class BrokerReport(_Derived):

@@ -194,6 +194,9 @@ class FindingCode(StrEnum):
     PREFIX_STAGED = "PREFIX_STAGED", (
         "the active segment's bytes so far converted into the stage while the broker ran: the stop window converts "
         "only what the broker appended after them")
+    PREFIX_NOT_STAGED = "PREFIX_NOT_STAGED", (
+        "the active segment's bytes so far were not staged (no whole batch yet, more than one output segment, or a "
+        "batch the prestage could not read): the stop window converts it whole, and judges it")
     PREFIX_USED = "PREFIX_USED", (
         "the segment's first bytes came converted from the stage (they had not changed since: their checksum); the "
         "window converted the bytes after them, and checked every record of the whole")

@@ -1,4 +1,5 @@
-"""``kmigrate upgrade --prestage``: convert a live broker's closed segments into a stage.
+"""``kmigrate upgrade --prestage``: convert a live broker's closed segments into a stage, and
+what its active segments hold so far.
 
     prestage_upgrade(log_dirs, options=PrestageOptions(...)) -> RunReport (kind upgrade-prestage)
 
@@ -11,13 +12,17 @@ replaced or shortened meanwhile is dropped from the stage, not an error. One seg
 (one reader), ``--io-rate`` paces reads and writes, and the pages it read and wrote are dropped
 from the page cache so the broker's are not pushed out. A later pass keeps what is still
 current, drops what Kafka changed, and stages what is new (``--budget`` bounds one pass).
+
+An active segment is written in place by the broker, so its identity proves nothing: what it
+holds so far is copied, converted from the copy, and staged with the checksum of the bytes
+converted (:func:`stage_prefix`); the window converts only what follows them when the segment
+still begins with them. Each pass stages it again unless nothing was appended since.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -34,7 +39,7 @@ from migration.migrations.common.backup import fingerprint
 from migration.migrations.common.checksum import CURRENT_FILE_CHECKSUM, prefix_checksum
 from migration.migrations.upgrade.options import UpgradeOptions
 from migration.migrations.upgrade.plan import checkpoint_epochs, left_as_is, survey_segment
-from migration.migrations.upgrade.rewrite import RewriteSpec, digest_outputs, rewrite_segment
+from migration.migrations.upgrade.rewrite import digest_outputs, rewrite_segment
 from migration.migrations.upgrade.stage import (
     Conversion,
     Stage,
@@ -58,6 +63,7 @@ from migration.settings import default_stage_root, device_of, is_inside
 # records), and the broker goes on writing while the stage fills.
 SPACE_MARGIN_RATIO = 0.10
 SPACE_MARGIN_BYTES = 64 << 20
+_COPY_CHUNK = 1 << 20
 
 
 class PrestageOptions(BaseModel):
@@ -104,11 +110,11 @@ def _drop_cached(paths: list[Path]) -> None:
 class _Outcome(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    status: Literal["staged", "changed", "corrupt"]
+    status: Literal["staged", "changed", "corrupt", "not-staged"]
     entry: StagedSegment | None = None
     prefix: StagedPrefix | None = None
     error: KafkaFormatError | None = None
-    read_bytes: int = 0
+    read_bytes: int = Field(default=0, description="Bytes read (and, for a prefix, copied) before the outcome")
 
     @property
     def moved_bytes(self) -> int:
@@ -133,11 +139,8 @@ def stage_segment(stage: Stage, partition_dir: Path, base_offset: int, next_base
     try:
         originals = [fingerprint(partition_dir / n) for n in files]
         log_mtime = next(i.mtime_ns for i in before if i.name == log.name)
-        spec = RewriteSpec(
-            target_magic=conversion.target_magic, segment_bytes=conversion.segment_bytes,
-            max_message_bytes=conversion.max_message_bytes, index_interval_bytes=conversion.index_interval_bytes,
-            stamp_v0_ms=log_mtime // 1_000_000 if conversion.stamp_v0_with_mtime else None,
-            leader_epochs=epochs if conversion.target_magic == 2 else (), next_base_offset=next_base_offset)
+        spec = conversion.rewrite_spec(stamp_v0_ms=log_mtime // 1_000_000 if conversion.stamp_v0_with_mtime else None,
+                                       epochs=epochs, next_base_offset=next_base_offset)
         rr = rewrite_segment(log, spec, out_dir=out)
         after = digest_outputs(out, rr.outputs)
     except FileNotFoundError:
@@ -172,41 +175,60 @@ def stage_segment(stage: Stage, partition_dir: Path, base_offset: int, next_base
     return _Outcome(status="staged", entry=entry, read_bytes=read)
 
 
+def _copy_written(src: Path, dst: Path) -> int:
+    """Copy what the broker has written of its active segment so far; returns the bytes copied.
+    With ``log.preallocate`` the file is segment.bytes long, zeros after the data: the copy
+    stops at the first chunk of zeros only and leaves out the zeros that end the chunk before
+    (were they a batch's last bytes, that batch is torn: the window converts it)."""
+    copied = 0
+    last = b""
+    with open(src, "rb", buffering=0) as f, open(dst, "wb") as out:
+        while chunk := f.read(_COPY_CHUNK):
+            if chunk.count(0) != len(chunk):
+                out.write(chunk)
+                copied += len(chunk)
+                last = chunk
+                continue
+            copied -= len(last) - len(last.rstrip(b"\0"))
+            out.truncate(copied)
+            break
+    return copied
+
+
 def stage_prefix(stage: Stage, partition_dir: Path, base_offset: int, conversion: Conversion,
                  epochs: list[tuple[int, int]]) -> _Outcome:
     """Convert what an active segment holds so far into ``stage`` (a :class:`StagedPrefix`).
     The broker appends to it meanwhile, and may truncate it, so the conversion reads a copy
     taken first: the checksum the window compares is of exactly the bytes converted (the
-    copy's whole batches; a batch the broker was writing ends the copy). Nothing of it is
-    dropped from the page cache: the broker's consumers read those pages."""
+    copy's whole batches; a batch the broker was writing ends the copy). The segment's pages
+    stay cached: the broker's consumers read them."""
     log = partition_dir / names.log_file_name(base_offset)
     out = stage.new_prefix_dir(partition_dir, base_offset)
     copy = out / log.name
+    copied = 0
     try:
-        shutil.copyfile(log, copy)
-        spec = RewriteSpec(
-            target_magic=conversion.target_magic, segment_bytes=conversion.segment_bytes,
-            max_message_bytes=conversion.max_message_bytes, index_interval_bytes=conversion.index_interval_bytes,
-            leader_epochs=epochs if conversion.target_magic == 2 else ())
-        rr = rewrite_segment(copy, spec, out_dir=out, torn_tail_ok=True)
+        copied = _copy_written(log, copy)
+        rr = rewrite_segment(copy, conversion.rewrite_spec(stamp_v0_ms=None, epochs=epochs, next_base_offset=None),
+                             out_dir=out, torn_tail_ok=True)
         after = digest_outputs(out, rr.outputs)
         checksum = prefix_checksum(copy, rr.bytes_before, CURRENT_FILE_CHECKSUM)
     except FileNotFoundError:
         durable_rmtree(out)
-        return _Outcome(status="changed")
+        return _Outcome(status="changed", read_bytes=2 * copied)
     except KafkaFormatError as exc:
-        # a truncation or a preallocated tail read mid-way: the window converts the segment whole, and judges it
+        # a batch it cannot read (a truncation seen mid-way, damage): the window converts the whole, and judges it
         durable_rmtree(out)
-        return _Outcome(status="changed", error=exc)
-    state = rr.prefix_state
-    read = 2 * copy.stat().st_size  # copied, then converted
+        return _Outcome(status="not-staged", read_bytes=2 * copied, error=exc)
     unlink_files(copy)
-    if state is None or checksum is None:  # no batch yet, or split by segment.bytes: nothing to carry on from
+    moved = 2 * copied  # read, and written into the copy
+    state = rr.prefix_state
+    if state is None:  # no whole batch yet, or more than one output segment: nothing to carry on from
         durable_rmtree(out)
-        return _Outcome(status="changed", read_bytes=read)
+        return _Outcome(status="not-staged", read_bytes=moved)
+    assert checksum is not None  # the copy holds the bytes converted
     if not after.matches(rr.digest_before):
         durable_rmtree(out)
-        return _Outcome(status="corrupt", read_bytes=read, error=KafkaFormatError(
+        return _Outcome(status="corrupt", read_bytes=moved, error=KafkaFormatError(
             "record digest of the converted prefix differs from the original's", path=str(log)))
     staged_names = [n + names.CLEANED_FILE_SUFFIX for n in state.output.files]
     staged = identities(out, staged_names)
@@ -218,7 +240,7 @@ def stage_prefix(stage: Stage, partition_dir: Path, base_offset: int, conversion
         checksum_algorithm=CURRENT_FILE_CHECKSUM, state=state, staged_ids=staged)
     stage.save_prefix(entry)
     _drop_cached([out / n for n in staged_names])
-    return _Outcome(status="staged", prefix=entry, read_bytes=read)
+    return _Outcome(status="staged", prefix=entry, read_bytes=moved)
 
 
 class _Candidate(BaseModel):
@@ -362,7 +384,7 @@ def prestage_upgrade(log_dirs: list[str], *, options: PrestageOptions, broker_id
         durable_rmtree(*stage.orphans())
         sweep_deleted(root)  # what earlier windows left of their stages
         todo, later = _within_budget(plan.candidates, options.budget)
-        _check_space(root, sum(c.size for c in todo))
+        _check_space(root, sum(c.size * (2 if c.active else 1) for c in todo))  # a prefix: its copy too
     except Refused as exc:
         report.refuse(str(exc))
         report.finish()
@@ -547,7 +569,7 @@ def _in_target(log: Path, target: int) -> bool | None:
 
 def _kept(log: Path, sizes: tuple[int, int], records: tuple[int | None, int | None], code: FindingCode,
           message: str) -> UnitResult:
-    """A closed segment an earlier pass staged or checked, unchanged since."""
+    """A segment an earlier pass staged or checked (a prefix of: staged), unchanged since."""
     return UnitResult(unit=log.name, path=str(log), status=UnitStatus.SKIPPED, bytes_before=sizes[0],
                       bytes_after=sizes[1], records_before=records[0], records_after=records[1],
                       warnings=[Finding(file=str(log), code=code, message=message)])
@@ -580,12 +602,13 @@ def _prefix_result(pdir: Path, c: _Candidate, outcome: _Outcome, duration: float
                               file=str(log), code=FindingCode.PREFIX_STAGED,
                               message=f"{p.state.input_bytes:,} of its bytes staged: "
                                       + FindingCode.PREFIX_STAGED.meaning)])
-    why = f" ({outcome.error.message})" if outcome.error is not None else ""
+    if outcome.status == "changed":
+        code, message = FindingCode.CHANGED_WHILE_STAGING, FindingCode.CHANGED_WHILE_STAGING.meaning
+    else:
+        why = f": {outcome.error.message}" if outcome.error is not None else ""
+        code, message = FindingCode.PREFIX_NOT_STAGED, FindingCode.PREFIX_NOT_STAGED.meaning + why
     return UnitResult(unit=log.name, path=str(log), status=UnitStatus.SKIPPED, bytes_before=c.size,
-                      duration_s=duration, warnings=[Finding(
-                          file=str(log), code=FindingCode.CHANGED_WHILE_STAGING,
-                          message=f"the active segment's bytes so far could not be staged{why}: the stop window "
-                                  "converts it whole")])
+                      duration_s=duration, warnings=[Finding(file=str(log), code=code, message=message)])
 
 
 def _result(pdir: Path, c: _Candidate, outcome: _Outcome, duration: float) -> UnitResult:

@@ -141,7 +141,10 @@ class PrefixState(BaseModel):
     last_index_entry: int
     max_timestamp: int
     offset_of_max_timestamp: int
+    offset_entries: int = Field(description="The offset index's entries")
     time_entries: int = Field(description="The time index's entries before its close")
+    split_batches: int = Field(default=0, description="Converted batches split for max.message.bytes so far")
+    warnings: list[str] = Field(default_factory=list, description="The conversion's warnings so far")
 
 
 class RewriteResult(BaseModel):
@@ -154,6 +157,11 @@ class RewriteResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     prefix_state: PrefixState | None = Field(default=None, description="Where a conversion of these bytes and "
                                              "more may carry on from; None: more than one output")
+
+
+class StagedPrefixChanged(Exception):
+    """The staged output of a segment's first bytes is not what its state says (gone, or other
+    bytes): a conversion of the whole is needed instead."""
 
 
 class Piece(NamedTuple):
@@ -176,10 +184,11 @@ def _label(magic: int) -> str:
 class Converter:
     """Turns input batches into output pieces for one target format."""
 
-    def __init__(self, spec: RewriteSpec) -> None:
+    def __init__(self, spec: RewriteSpec, prefix: PrefixState | None = None) -> None:
         self.spec = spec
-        self.split_batches = 0
-        self.warnings: list[str] = []
+        # a conversion carried on from an earlier one's (Resume) counts what that one did too
+        self.split_batches = prefix.split_batches if prefix is not None else 0
+        self.warnings: list[str] = list(prefix.warnings) if prefix is not None else []
 
     def convert(self, b: Batch) -> Iterator[Piece]:
         spec = self.spec
@@ -304,6 +313,8 @@ class _SegmentWriter:
         self.batches = 0
         self.bytes_by_magic = [0, 0, 0]
         self.last_offset: int | None = None
+        # the index builder's state and entry counts just before the close (PrefixState)
+        self.open_state: tuple[int, int, int, int, int, int] | None = None
 
     def append(self, piece: Piece) -> None:
         data = piece.data
@@ -332,25 +343,32 @@ class _SegmentWriter:
         self._file.abort()
         self.path.unlink(missing_ok=True)
 
-    def carry_on(self, prefix: Resume) -> None:
+    def begin_with(self, prefix: Resume) -> None:
         """Begin with the output of an earlier conversion of the input's first bytes, as if this
-        writer had written it: its .log copied in (and hashed with the rest), its index entries
-        and the index builder's state taken back. Raises OSError when the staged files are not
-        what ``prefix`` says (gone, or another size)."""
+        writer had written it: its .log copied in (hashed on the way, and checked against the
+        checksum it had), its index entries and the index builder's state taken back. Raises
+        :class:`StagedPrefixChanged` when the staged files are gone or not the bytes written."""
         state, staged = prefix.state, prefix.files_dir
         out = state.output
-        copied = 0
         log = staged / (self.log_name + names.CLEANED_FILE_SUFFIX)
-        with open(log, "rb", buffering=0) as f:
-            while chunk := f.read(WRITE_BUFFER_SIZE):
-                self._file.write(chunk)
-                copied += len(chunk)
-        if copied != out.size or out.files[0] != self.log_name:
-            raise OSError(f"{log}: {copied} bytes, the staged prefix says {out.size} of {out.files[0]}")
-        offsets = OffsetIndex.from_bytes(read_bytes(staged / (self.index_name + names.CLEANED_FILE_SUFFIX)),
-                                         self.base_offset, strict=False).pairs()
-        times = TimeIndex.from_bytes(read_bytes(staged / (self.time_index_name + names.CLEANED_FILE_SUFFIX)),
-                                     self.base_offset, strict=False).pairs()[:state.time_entries]
+        check = file_hasher(out.checksum_algorithm)
+        copied = 0
+        try:
+            with open(log, "rb", buffering=0) as f:
+                while chunk := f.read(WRITE_BUFFER_SIZE):
+                    self._file.write(chunk)
+                    check.update(chunk)
+                    copied += len(chunk)
+            offsets = OffsetIndex.from_bytes(read_bytes(staged / (self.index_name + names.CLEANED_FILE_SUFFIX)),
+                                             self.base_offset, strict=False).pairs()[:state.offset_entries]
+            times = TimeIndex.from_bytes(read_bytes(staged / (self.time_index_name + names.CLEANED_FILE_SUFFIX)),
+                                         self.base_offset, strict=False).pairs()[:state.time_entries]
+        except FileNotFoundError as exc:
+            raise StagedPrefixChanged(f"{exc.filename}: gone") from None
+        if out.files[0] != self.log_name or copied != out.size or check.hexdigest() != out.log_checksum or \
+                (len(offsets), len(times)) != (state.offset_entries, state.time_entries):
+            raise StagedPrefixChanged(f"{log}: not the staged prefix's bytes ({copied} bytes, {len(offsets)} and "
+                                      f"{len(times)} index entries)")
         self.indexes.absorb(array("q", [v for e in offsets for v in e]).tobytes(),
                             array("q", [v for e in times for v in e]).tobytes(), state.valid_bytes,
                             state.last_index_entry, state.max_timestamp, state.offset_of_max_timestamp)
@@ -366,7 +384,7 @@ class _SegmentWriter:
         times = (mtime_ns, mtime_ns)
         self._file.close(times_ns=times)  # written, hashed and fsynced
         # where a conversion of more of the input would carry on (PrefixState): before the close
-        self.open_state = (*self.indexes.state()[:4], len(self.indexes.time_index))
+        self.open_state = (*self.indexes.state()[:4], len(self.indexes.offset_index), len(self.indexes.time_index))
         offset_index, time_index = self.indexes.finish()
         index_path = self.directory / (self.index_name + names.CLEANED_FILE_SUFFIX)
         time_path = self.directory / (self.time_index_name + names.CLEANED_FILE_SUFFIX)
@@ -500,10 +518,12 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec, *,
     is never touched.
 
     ``torn_tail_ok``: bytes after the last complete batch end the input instead of failing it
-    (a copy of an active segment the broker was appending to). ``resume``: the input's first
+    (a copy of an active segment the broker was appending to); the result's ``prefix_state``
+    then says where a later conversion of the segment may carry on. ``resume``: the input's first
     ``resume.state.input_bytes`` were converted before into the files ``resume`` names (the
     caller proved they are the same bytes); their output is copied in and only the bytes after
-    them are converted. The result is the same files a conversion of the whole would write;
+    them are converted (:class:`StagedPrefixChanged` when those files are not what they were).
+    The result is the same files and counts a conversion of the whole would write;
     the input's record digest still covers every record: the first bytes are read, checked and
     digested again, which costs a fraction of converting them.
 
@@ -517,7 +537,7 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec, *,
     out = Path(out_dir) if out_dir is not None else directory
     base = names.offset_from_file_name(log_path.name)
     st = log_path.stat()
-    converter = Converter(spec)
+    converter = Converter(spec, resume.state if resume is not None else None)
     writer = _SplittingWriter(out, base, spec, st.st_mtime_ns)
     digester = RecordDigester()
     by_magic: dict[str, int] = {}
@@ -533,7 +553,6 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec, *,
                                  path=str(log_path), position=first.valid_bytes)
         start, prev_last, batches = state.input_bytes, state.input_last_offset, state.input_batches
         by_magic = dict(state.input_bytes_by_magic)
-        writer.current = _SegmentWriter(out, base, spec)
     walker: Any = None if REWRITE_WALKER is None else core.segment_walker(
         deep=True, base_offset=base, next_base_offset=spec.next_base_offset, walker_class=REWRITE_WALKER,
         digest=True, target_magic=spec.target_magic, stamp_v0=spec.stamp_v0_ms, segment_bytes=spec.segment_bytes,
@@ -560,8 +579,8 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec, *,
 
     try:
         if resume is not None:
-            assert writer.current is not None
-            writer.current.carry_on(resume)
+            writer.current = _SegmentWriter(out, base, spec)
+            writer.current.begin_with(resume)
             if walker is not None:
                 _carry_on(walker, prev_last)
         for b in fr.batches(start, skip=None if walker is None else bulk):
@@ -602,31 +621,34 @@ def rewrite_segment(log_path: str | os.PathLike[str], spec: RewriteSpec, *,
             for p in cleaned_paths(out, [o]):
                 p.unlink(missing_ok=True)
         raise
-    digest_before = digester.result()
     return RewriteResult(
         outputs=outputs,
         bytes_before=fr.valid_bytes,
         bytes_by_magic_before=by_magic,
         batches_before=batches,
-        digest_before=digest_before,
+        digest_before=digester.result(),
         split_batches=converter.split_batches,
         warnings=converter.warnings,
-        prefix_state=_prefix_state(writer, outputs, fr.valid_bytes, batches, by_magic, prev_last),
+        prefix_state=_prefix_state(writer, converter, outputs, fr.valid_bytes, batches, by_magic, prev_last)
+        if torn_tail_ok else None,
     )
 
 
-def _prefix_state(writer: _SplittingWriter, outputs: list[OutputSegment], input_bytes: int, batches: int,
-                  by_magic: dict[str, int], last_offset: int) -> PrefixState | None:
+def _prefix_state(writer: _SplittingWriter, converter: Converter, outputs: list[OutputSegment], input_bytes: int,
+                  batches: int, by_magic: dict[str, int], last_offset: int) -> PrefixState | None:
     """Where a conversion of this input grown since may carry on: with one output only (a
     rolled output is closed for good), and batches in it."""
     last = writer.last
-    if len(outputs) != 1 or last is None or not batches:
+    if len(outputs) != 1 or last is None or last.open_state is None or not batches:
         return None
-    valid_bytes, last_index_entry, max_timestamp, offset_of_max_timestamp, time_entries = last.open_state
+    valid_bytes, last_index_entry, max_timestamp, offset_of_max_timestamp, offset_entries, time_entries = \
+        last.open_state
     return PrefixState(input_bytes=input_bytes, input_batches=batches, input_bytes_by_magic=dict(by_magic),
                        input_last_offset=last_offset, output=outputs[0].model_copy(deep=True),
                        valid_bytes=valid_bytes, last_index_entry=last_index_entry, max_timestamp=max_timestamp,
-                       offset_of_max_timestamp=offset_of_max_timestamp, time_entries=time_entries)
+                       offset_of_max_timestamp=offset_of_max_timestamp, offset_entries=offset_entries,
+                       time_entries=time_entries, split_batches=converter.split_batches,
+                       warnings=list(converter.warnings))
 
 
 def digest_into(digester: RecordDigester, path: str | os.PathLike[str], base_offset: int, *,

@@ -15,12 +15,17 @@ dir's file system, and the window links its files in:
     <stage root>/<stage id>/files/<partition key>/<segment prefix>/<name>.cleaned
     <stage root>/<stage id>/manifests/<partition key>.<segment prefix>.json
     <stage root>/<stage id>/verified/<partition key>.<segment prefix>.json
+    <stage root>/<stage id>/files/<partition key>/<segment prefix>.prefix/<name>.cleaned
+    <stage root>/<stage id>/prefixes/<partition key>.<segment prefix>.json
 
 A closed segment in the target format already is not converted, but the window would still
 read it whole for the checks Kafka's recovery makes (CRCs, offsets, indexes): the prestage makes
 those checks instead and, when they find nothing, records the segment's identity under
 ``verified/`` (:class:`VerifiedSegment`); the window skips an unchanged one unread, so the
 downtime does not grow with the data already in the target format.
+
+An active segment's bytes so far are staged too (:class:`StagedPrefix`, under ``prefixes/``):
+the window converts only what follows them when the segment still begins with them.
 
 Data first, manifest last (each durable in its directory): a segment is staged once its
 manifest is; files without one are an interrupted staging, which the next pass removes.
@@ -64,7 +69,7 @@ from migration.migrations.common.backup import BackupFile, partition_key
 from migration.migrations.common.checksum import FileChecksumAlgorithm, prefix_matches
 from migration.migrations.common.leader_epoch import plan_assignment
 from migration.migrations.upgrade.options import UpgradeOptions
-from migration.migrations.upgrade.rewrite import OutputSegment, PrefixState
+from migration.migrations.upgrade.rewrite import OutputSegment, PrefixState, RewriteSpec
 from migration.runtime.documents import RunDocument
 from migration.runtime.safety import Refused
 
@@ -125,6 +130,15 @@ class Conversion(BaseModel):
     stamp_v0_with_mtime: bool
     assign_leader_epoch: bool
     tool_version: str
+
+    def rewrite_spec(self, *, stamp_v0_ms: int | None, epochs: list[tuple[int, int]],
+                     next_base_offset: int | None) -> RewriteSpec:
+        """The rewrite's spec for a segment converted with these options (``epochs``: the
+        leader-epoch entries; used for v2 only)."""
+        return RewriteSpec(target_magic=self.target_magic, segment_bytes=self.segment_bytes,
+                           max_message_bytes=self.max_message_bytes, index_interval_bytes=self.index_interval_bytes,
+                           stamp_v0_ms=stamp_v0_ms, leader_epochs=epochs if self.target_magic == 2 else (),
+                           next_base_offset=next_base_offset)
 
     def differences(self, other: Conversion) -> list[str]:
         """``name: this -> other`` for every field that differs."""

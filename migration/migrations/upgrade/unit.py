@@ -46,7 +46,14 @@ from migration.migrations.common.replace import (
 )
 from migration.migrations.upgrade.journal import JournalState, UnitJournal, load_journal, save_journal
 from migration.migrations.upgrade.plan import EpochParams, SegmentParams, UpgradeJobOptions
-from migration.migrations.upgrade.rewrite import Resume, RewriteSpec, cleaned_paths, digest_outputs, rewrite_segment
+from migration.migrations.upgrade.rewrite import (
+    Resume,
+    RewriteSpec,
+    StagedPrefixChanged,
+    cleaned_paths,
+    digest_outputs,
+    rewrite_segment,
+)
 from migration.migrations.upgrade.stage import (
     FileIdentity,
     Stage,
@@ -252,10 +259,8 @@ def _fresh(ctx: UnitContext, previous: UnitJournal | None) -> dict[str, Any]:
     try:
         try:
             rr = rewrite_segment(log, spec, resume=resume)  # removes its own partial output when it fails
-        except OSError:
-            if resume is None:
-                raise
-            resume = None  # the staged prefix went meanwhile (--discard-stage): the whole is converted
+        except StagedPrefixChanged:
+            resume = None  # the stage went meanwhile (--discard-stage, a prestage pass): the whole is converted
             rr = rewrite_segment(log, spec)
         after = digest_outputs(pdir, rr.outputs)
     except KafkaFormatError as exc:
@@ -342,6 +347,9 @@ def _usable_prefix(ctx: UnitContext) -> Resume | None:
     if entry is None or not prefix_current(entry, pdir, conversion_of(opts), leader_epochs_after(
             pdir, assign=False) if opts.target_magic == 2 else [], files_dir):
         return None
+    nxt = ctx.next_base_offset
+    if nxt is not None and entry.state.input_last_offset >= nxt:
+        return None  # rolled since, and the next segment overlaps it: the whole conversion's checks report it
     return Resume(entry.state, files_dir)
 
 

@@ -442,3 +442,27 @@ def test_the_window_converts_only_what_the_broker_appended_after_the_staged_pref
     rb = rollback_run("window-p")
     assert rb.exit_code() == 0
     assert read_log_dir_records(live) == expected
+
+
+def test_a_preallocated_active_segment_is_copied_up_to_its_data(live, monkeypatch) -> None:
+    """With log.preallocate the active segment is segment.bytes long, zeros after the data: the
+    prestage copies the data (and the chunk of zeros after it), not the zeros to the end, and
+    stages all of it; the copy is gone once staged."""
+    import migration.migrations.upgrade.prestage as prestage_module
+    from migration.formats.file_records import FileRecords
+
+    active = _legacy_active(live)[0]
+    raw = active.read_bytes()
+    data = len(raw.rstrip(b"\0"))  # a batch ending in zero bytes is torn in the copy: left for the window
+    whole = max(b.position + b.size_in_bytes for b in FileRecords(active).batches() if
+                b.position + b.size_in_bytes <= data)
+    os.truncate(active, len(raw) + (8 << 20))
+    copied: list[int] = []
+    real = prestage_module._copy_written
+    monkeypatch.setattr(prestage_module, "_copy_written", lambda src, dst: copied.append(real(src, dst)) or copied[-1])
+    report = _prestage(live, "stage-q")
+    (u,) = [u for u in report.iter_results() if u.path == str(active)]
+    assert [w.code for w in u.warnings] == [FindingCode.PREFIX_STAGED] and u.bytes_before == whole
+    assert data in copied  # (the other partitions' active segments are copied too)
+    stage = Stage(default_stage_root([live]), "stage-q")
+    assert not (stage.prefix_files_dir(active.parent, int(active.stem)) / active.name).exists()
