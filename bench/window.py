@@ -24,8 +24,9 @@ files in, and backups are hard links).
         PROFILE: a cProfile of the call written there (slower; not for the figures)
   python -m bench.window prestage TARGET STAGE_ID LOG_DIR [IO_RATE [BUDGET]]
         ``prestage_upgrade`` (no --io-rate, no --budget unless given): its seconds, the bytes of
-        its staged units (bytes_before read + bytes_after written, as its pacer counts them) and
-        the report's duration
+        its staged units (bytes_before read + bytes_after written, as its pacer counts them), those
+        of the active segments' bytes so far it staged (``prefix_bytes``, the same way) and the
+        report's duration
 
 ``bench`` is ``make bench --only window`` (bench.run): three targets, each on copies of the
 same log dirs in the same run (docs/benchmarks.md, "Stop window").
@@ -64,9 +65,10 @@ IO_RATE_FRACTION = 3  # R = the unthrottled prestage's bytes/s / this
 
 # What a unit of the window calls (migration/migrations/upgrade/unit.py), by the name it calls:
 # the stage's checks and links, the per-segment steps every unit takes, and the conversion of
-# what was not staged (the active segments).
-STEPS = ["_usable_stage", "_link_staged", "backup_unit", "load_journal", "save_journal", "fsync_dir",
-         "replace_segments", "remove_cleaned_in_range", "rewrite_segment", "digest_outputs"]
+# what was not staged whole (the active segments: their staged prefix checked, copied in and
+# digested again, and whatever the broker appended after it converted).
+STEPS = ["_usable_stage", "_link_staged", "_usable_prefix", "backup_unit", "load_journal", "save_journal",
+         "fsync_dir", "replace_segments", "remove_cleaned_in_range", "rewrite_segment", "digest_outputs"]
 
 
 def _size(n: int) -> str:
@@ -259,7 +261,7 @@ def prestage(target: str, stage_id: str, log_dir: str, io_rate: int | None = Non
              budget: int | None = None) -> dict[str, Any]:
     """``prestage_upgrade``: seconds, staged units and their bytes, the report's duration."""
     import migration.audit.html  # noqa: F401
-    from migration.audit.model import UnitStatus
+    from migration.audit.model import FindingCode, UnitStatus
     from migration.migrations.upgrade.options import UpgradeOptions
     from migration.migrations.upgrade.prestage import PrestageOptions, prestage_upgrade
 
@@ -269,9 +271,13 @@ def prestage(target: str, stage_id: str, log_dir: str, io_rate: int | None = Non
     report = prestage_upgrade([log_dir], options=opts)
     seconds = time.perf_counter() - t
     ok = [u for u in report.iter_results() if u.status is UnitStatus.OK]
+    # the active segments' bytes so far, staged in this pass (one kept from an earlier pass took no time)
+    prefixes = [u for u in report.iter_results() if u.duration_s is not None
+                and any(w.code == FindingCode.PREFIX_STAGED for w in u.warnings)]
     return {"seconds": seconds, "exit_code": report.exit_code(), "refusal": report.refusal,
             "units_ok": len(ok), "units_failed": sum(1 for u in report.iter_results() if u.status is UnitStatus.FAILED),
             "bytes_before": sum(u.bytes_before or 0 for u in ok), "bytes_after": sum(u.bytes_after or 0 for u in ok),
+            "prefix_bytes": sum((u.bytes_before or 0) + (u.bytes_after or 0) for u in prefixes),
             "records": sum(u.records_before or 0 for u in ok), "report_s": report.duration_s}
 
 
@@ -286,17 +292,19 @@ def _check(name: str, out: dict[str, Any], units: int) -> None:
 def _check_window(name: str, out: dict[str, Any], swapped: int, converted: int) -> dict[str, Any]:
     _check(name, out, swapped + converted)
     (w,) = out["windows"]
-    if (w["swapped"], w["converted"], w["discarded"]) != (swapped, converted, 0):
-        raise RuntimeError(f"{name}: expected {swapped} swapped, {converted} converted, 0 discarded; got {w}")
+    if (w["swapped"], w["converted"], w.get("prefixed"), w["discarded"]) != (swapped, converted, converted, 0):
+        raise RuntimeError(f"{name}: expected {swapped} swapped, {converted} converted from their staged prefixes, "
+                           f"0 discarded; got {w}")
     return dict(w)
 
 
 def _explain(up: dict[str, Any]) -> str:
     """Where a run's seconds went: the driver's phases (what is outside them: the run lock's
     release and, after a window, the stage's cleanup); in the units, the conversion of what was
-    not staged (the active segments) and the steps every unit takes, per unit."""
+    not staged whole (the active segments, from their staged prefixes) and the steps every unit
+    takes, per unit."""
     ph, st = up["phases"], up["steps"]
-    convert = st.get("rewrite_segment", 0.0) + st.get("digest_outputs", 0.0)
+    convert = st.get("_usable_prefix", 0.0) + st.get("rewrite_segment", 0.0) + st.get("digest_outputs", 0.0)
     per_unit = (ph.get("units", 0.0) - convert) / max(up["units_ok"], 1) * 1000
     rest = up["seconds"] - sum(ph.values())
     return (f"prepare {ph.get('prepare', 0):.2f}s, units {ph.get('units', 0):.2f}s (converted {convert:.2f}s; the "
@@ -388,7 +396,8 @@ def bench(cluster: Path, quick: bool, repeats: int = 1) -> list[dict[str, Any]]:
     r = win["seconds"] / off["seconds"]
     rows.append(R._target(
         R._row(f"stop window after the prestage (upgrade --stage, inline): {closed} swapped, {parts} active "
-               f"converted{note}{runs}", win["seconds"], total, win["records_rewritten"], runs_s=win["runs_s"],
+               f"converted from their staged prefixes (nothing appended since){note}{runs}", win["seconds"], total,
+               win["records_rewritten"], runs_s=win["runs_s"],
                window=w, phases=win["phases"],
                steps=win["steps"], step_calls=win["step_calls"], fsync_calls=win["fsync_calls"],
                fsync_s=win["fsync_s"]),
@@ -417,7 +426,7 @@ def bench(cluster: Path, quick: bool, repeats: int = 1) -> list[dict[str, Any]]:
     # 3. --io-rate R, R a third of the unthrottled prestage's bytes/s; in a full run on a third of
     # the closed segments (--budget), so that it takes about as long as the unthrottled one; in a
     # quick one on all (a run of a fraction of a second would be mostly its survey)
-    moved = pre["bytes_before"] + pre["bytes_after"]
+    moved = pre["bytes_before"] + pre["bytes_after"] + pre["prefix_bytes"]
     rate = int(moved / pre["report_s"] / IO_RATE_FRACTION)
     budget = [] if quick else [str(closed_bytes // IO_RATE_FRACTION)]
     run = _Run(base, "io-rate", small)
@@ -425,7 +434,7 @@ def bench(cluster: Path, quick: bool, repeats: int = 1) -> list[dict[str, Any]]:
     run.remove()
     if paced["exit_code"] != 0 or not paced["units_ok"] or paced["units_failed"]:
         raise RuntimeError(f"the prestage with --io-rate did not succeed: {paced}")
-    paced_moved = paced["bytes_before"] + paced["bytes_after"]
+    paced_moved = paced["bytes_before"] + paced["bytes_after"] + paced["prefix_bytes"]
     measured = paced_moved / paced["report_s"]
     off_by = measured / rate - 1
     print(f"  --io-rate {rate / 1e6:.1f} MB/s: {paced['units_ok']} segments, {paced_moved / 1e6:.0f} MB moved in "
