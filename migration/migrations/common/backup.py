@@ -38,6 +38,7 @@ from migration.migrations.common.checksum import (
     from_version_1,
 )
 from migration.runtime.documents import RunDocument
+from migration.runtime.faults import fault_point
 
 MANIFESTS_DIR = "manifests"
 FILES_DIR = "files"
@@ -103,6 +104,11 @@ def run_backup_dir(backup_root: str | os.PathLike[str], run_id: str) -> Path:
     return Path(backup_root) / run_id
 
 
+def unit_backup_files_dir(backup_root: str | os.PathLike[str], run_id: str, unit_id: str) -> Path:
+    """Where a unit's backup keeps its files: known before its manifest is written."""
+    return run_backup_dir(backup_root, run_id) / FILES_DIR / unit_id
+
+
 def partition_key(partition_dir: Path) -> str:
     """A partition directory's name in a run's backups, ``<name>.<12 hex digits>``: one log dir
     holds a partition only once, but a run may span several log dirs (the digits name the path)."""
@@ -154,7 +160,7 @@ def backup_unit(
     caller has proved current (a prestage's, the file's identity unchanged since), not read
     again: the stop window's cost is then per file, not per byte."""
     root = run_backup_dir(backup_root, run_id)
-    target = root / FILES_DIR / unit_id
+    target = unit_backup_files_dir(backup_root, run_id, unit_id)
     manifest_path = root / MANIFESTS_DIR / f"{unit_id}.json"
     if manifest_path.exists():
         return _read_manifest(manifest_path), True
@@ -169,6 +175,7 @@ def backup_unit(
             dst.unlink()  # a partial backup of an interrupted first attempt
         fp = known[name].model_copy() if known is not None and name in known else fingerprint(src)
         fp.linked = link_or_copy(src, dst)
+        fault_point("backup-link")
         ub.files.append(fp)
     fsync_dir(target)
     durable_replace(manifest_path, ub.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")

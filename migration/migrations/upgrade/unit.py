@@ -33,6 +33,7 @@ from migration.migrations.common.backup import (
     link_or_copy,
     load_unit_backup,
     run_backup_dir,
+    unit_backup_files_dir,
     verify_backup,
 )
 from migration.migrations.common.leader_epoch import ASSIGNED_CODE, EPOCH_BACKUP_DIR, assign_leader_epoch
@@ -318,11 +319,13 @@ def _usable_stage(ctx: UnitContext) -> StagedSegment | None:
         entry = stage.load(pdir, ctx.base_offset)
     except (OSError, ValueError):
         return None  # unreadable: converted here, the prestage's word is not needed
-    earlier = load_unit_backup(ctx.backup_root, ctx.run_id, ctx.unit.id)
+    # an earlier attempt's backup links moved the originals' ctimes; its manifest may not be
+    # written yet (killed in between), so its files are looked for where they would be
+    backup = unit_backup_files_dir(ctx.backup_root, ctx.run_id, ctx.unit.id)
     # the checkpoint as this unit's conversion would read it (an epoch unit has run before it)
     if entry is None or not still_current(entry, pdir, ctx.next_base_offset, conversion_of(opts),
                                           leader_epochs_after(pdir, assign=False) if opts.target_magic == 2 else [],
-                                          ctime_moved_by_us=lambda cur: _linked_in_backup(earlier, cur)):
+                                          ctime_moved_by_us=lambda cur: _linked_in_backup(backup, cur)):
         return None
     staged_now = identities(stage.files_dir(pdir, ctx.base_offset), [i.name for i in entry.staged_ids])
     if staged_now is None or not all(a.same_except_ctime(b) for a, b in zip(entry.staged_ids, staged_now, strict=True)):
@@ -353,11 +356,10 @@ def _usable_prefix(ctx: UnitContext) -> Resume | None:
     return Resume(entry.state, files_dir)
 
 
-def _linked_in_backup(backup: UnitBackup | None, current: FileIdentity) -> bool:
-    if backup is None:
-        return False
+def _linked_in_backup(backup_dir: Path, current: FileIdentity) -> bool:
+    """The run's backup of the unit holds this very file (a hard link of it)."""
     try:
-        st = os.stat(Path(backup.backup_dir) / current.name)
+        st = os.stat(backup_dir / current.name)
     except OSError:
         return False
     return (st.st_dev, st.st_ino) == (current.dev, current.ino)

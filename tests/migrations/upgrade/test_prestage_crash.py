@@ -58,6 +58,7 @@ LEGACY_262 = "legacy-v0-0.00000000000000000262"
 FAULTS = [
     ("backup:1", "first unit backed up with the stage's fingerprints, journal not written"),
     (f"backup@{LEGACY_262}:1", "the last staged unit, the three others done before it"),
+    (f"backup-link@{LEGACY_262}:2", "its originals half linked into its backup, no backup manifest yet"),
     ("stage-link:1", "the first staged file linked in"),
     ("stage-link:14", "the second staged unit half linked in (5 of its 9 files)"),
     (f"cleaned@{CLICKS_286}:1", "all linked, directory fsynced, journal says started"),
