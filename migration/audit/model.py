@@ -306,7 +306,8 @@ class StopWindow(_Model):
     converted: NonNegativeInt = Field(description="Segments converted in the window (changed, or active, when staged)")
     prefixed: NonNegativeInt = Field(default=0, description="Of those converted: segments the window converted only "
                                      "the end of, their first bytes staged (the active segments, unless truncated)")
-    discarded: NonNegativeInt = Field(description="Staged segments not used: their original changed or is gone")
+    discarded: NonNegativeInt = Field(description="Staged segments (and active segments' staged first bytes) not "
+                                      "used: their original changed or is gone")
     duration_s: NonNegativeFloat = Field(description="kmigrate upgrade --stage: from the run's start to its last "
                                          "unit's end; the DAG: from the broker's stop to its upgrade step's end")
 

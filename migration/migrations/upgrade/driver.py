@@ -240,15 +240,16 @@ def execute_upgrade(log_dirs: list[str], *, options: UpgradeOptions, engine: str
 
 def close_window(stage: Stage, units: list[Unit], log_dirs: list[str], results: list[dict[str, Any]],
                   duration_s: float, *, read: StageRead | None = None) -> WindowRecord:
-    """After the window's units: the stage's segments of these log dirs are dropped (those
-    swapped in live on in the log dir under their own names; the rest are of no use now: their
-    original changed or is gone, or their unit failed), and the stage retired once nothing of
-    it is left (its bookkeeping removed once the broker runs again: stage.py). ``read``: what
+    """After the window's units: the stage's segments and prefixes of these log dirs are dropped
+    (those swapped in live on in the log dir under their own names; the rest are of no use now,
+    and counted as discarded: their original changed or is gone, or their unit failed), and
+    the stage retired once nothing of it is left (its bookkeeping removed once the broker runs
+    again: stage.py). ``read``: what
     the window's plan read of the stage, when this process made the plan (not read again
     while the stage is there; one discarded meanwhile reads as empty, as it is)."""
-    from_stage = {r.get("unit_id") for r in results if r.get("from_stage")}
-    swapped = {(p.partition_dir, p.base_offset) for u in units if u.id in from_stage
-               for p in [SegmentParams.model_validate(u.params)]}
+    from_stage = {r.get("unit_id") for r in results if r.get("from_stage") or r.get("from_prefix")}
+    used = {(p.partition_dir, p.base_offset) for u in units if u.id in from_stage
+            for p in [SegmentParams.model_validate(u.params)]}
     discarded: dict[str, int] = {}
     if read is None or not stage.exists():
         read = stage.read()
@@ -259,11 +260,18 @@ def close_window(stage: Stage, units: list[Unit], log_dirs: list[str], results: 
         if d is None:
             continue  # another broker's, staged under the same id
         ours.append(e)
-        if (e.partition_dir, e.base_offset) not in swapped:
+        if (e.partition_dir, e.base_offset) not in used:
             discarded[d] = discarded.get(d, 0) + 1
     verified = read.verified
     ours_verified = [v for v in verified if any(Path(v.partition_dir).is_relative_to(d) for d in log_dirs)]
-    ours_prefixes = [p for p in read.prefixes if any(Path(p.partition_dir).is_relative_to(d) for d in log_dirs)]
+    ours_prefixes = []
+    for pr in read.prefixes:
+        d = next((d for d in log_dirs if Path(pr.partition_dir).is_relative_to(d)), None)
+        if d is None:
+            continue
+        ours_prefixes.append(pr)
+        if (pr.partition_dir, pr.base_offset) not in used:  # truncated, gone, or staged with other options
+            discarded[d] = discarded.get(d, 0) + 1
     if len(ours) == len(entries) and len(ours_verified) == len(verified) and len(ours_prefixes) == len(read.prefixes):
         stage.retire()  # the rest once the broker runs again (stage.py, sweep_deleted)
     else:

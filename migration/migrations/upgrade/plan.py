@@ -88,7 +88,8 @@ class WindowRecord(BaseModel):
 
     stage_id: str
     duration_s: float
-    discarded: dict[str, int] = Field(default_factory=dict, description="Log dir -> staged segments not used")
+    discarded: dict[str, int] = Field(default_factory=dict, description="Log dir -> staged segments (and "
+                                      "prefixes) not used")
 
 
 class UpgradePrepare(PrepareDocument):

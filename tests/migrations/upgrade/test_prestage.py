@@ -219,7 +219,8 @@ def test_window_swaps_only_what_kafka_left_unchanged(live, monkeypatch) -> None:
     result = _stopped_window(live, "stage-c", "window-c")
     assert result.exit_code() == 0, (result.refusal, [u.errors for *_, u in result.problem_units()])
     (window,) = [b.window for b in result.brokers if b.window is not None]
-    assert (window.swapped, window.discarded) == (len(_closed_logs(control)), 3)
+    # the 3 staged segments, and the staged prefix of the active segment the truncation removed
+    assert (window.swapped, window.discarded) == (len(_closed_logs(control)), 4)
     assert window.swapped == staged - 3
     upgraded = {u.path for *_, u in result.iter_units() if u.status is UnitStatus.OK and u.digest_after}
     assert {str(second), str(rolled), str(truncated)} <= upgraded
@@ -430,7 +431,7 @@ def test_the_window_converts_only_what_the_broker_appended_after_the_staged_pref
     used = {u.path for *_, u in result.iter_units() if any(w.code == FindingCode.PREFIX_USED for w in u.warnings)}
     assert used == {str(a) for a in actives[1:]}
     (window,) = [b.window for b in result.brokers if b.window is not None]
-    assert window.prefixed == len(actives) - 1
+    assert (window.prefixed, window.discarded) == (len(actives) - 1, 1)  # the truncated one's prefix
     assert read_log_dir_records(live) == expected
     assert not any(simulate_log_dir_startup(live).values())
     whole = execute_upgrade([str(offline)], options=UpgradeOptions(target="v2"), engine="inline", run_id="offline-p")
