@@ -452,22 +452,30 @@ def prestage_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[
 
 
 def stop_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
-    """Begin the broker's window: run its ``stop`` command, or say the operator must stop it
-    (in the task log, and on the broker's prestage report, which the DAG run's report page
-    lists). Returns what the wait for the lock needs (``window``: where the wait marks the
-    window failed when the broker does not stop)."""
+    """Begin the broker's window: a last prestage pass while it runs, then its ``stop`` command,
+    or say the operator must stop it (in the task log, and on the broker's prestage report,
+    which the DAG run's report page lists). Returns what the wait for the lock needs
+    (``window``: where the wait marks the window failed when the broker does not stop)."""
     wait = {"broker_id": broker_id, "log_dirs": plan.log_dirs[broker_id], "timeout_s": plan.stop_timeout_s,
             "managed": plan.prestage, "window": str(window_dir(dag_run_id, broker_id))}
     if not plan.prestage:
         return wait  # the brokers were stopped before the rollout (the preflight refuses a live one)
     with _window_step(dag_run_id, broker_id, "stop"):
+        # A last pass while the broker still runs (hours may have gone by since the prestage: the
+        # canary, the approval, the brokers before it): what it wrote since, new closed segments
+        # and its active segments' new bytes, is staged now instead of converted in the window;
+        # what is staged and unchanged is kept without a read.
+        last = prestage_broker(plan, broker_id, dag_run_id)
+        staged = (f"a last prestage pass staged {last['staged']} more closed segment(s) and the active segments' "
+                  "new bytes; ") if last["prestaged"] else f"a last prestage pass was refused ({last['refusal']}); "
         cmd = plan.control[broker_id].stop if broker_id in plan.control else []
         if cmd:
             _run_control(broker_id, "stop", cmd, plan.stop_timeout_s)
-            note = f"broker {broker_id}: stopped with {shlex.join(cmd)}; waiting for its log dir lock to be released"
+            note = (f"broker {broker_id}: {staged}stopped with {shlex.join(cmd)}; waiting for its log dir lock to be "
+                    "released")
         else:
-            note = (f"broker {broker_id}: waiting for the operator to stop it (the cluster description gives no "
-                    f"stop command); the window begins when its log dir lock is released, at most "
+            note = (f"broker {broker_id}: {staged}waiting for the operator to stop it (the cluster description gives "
+                    f"no stop command); the window begins when its log dir lock is released, at most "
                     f"{plan.stop_timeout_s} s (stop_timeout_s) from now")
             _note_on_prestage(dag_run_id, broker_id, note)
         durable_mkdir(window_dir(dag_run_id, broker_id))

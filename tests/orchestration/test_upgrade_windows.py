@@ -366,3 +366,42 @@ def test_the_prestage_is_throttled_as_the_dag_params_say(sample_cluster, monkeyp
     assert (seen[-1].io_rate, seen[-1].budget) == (None, None)  # 0: no limit
     with pytest.raises(ValueError, match="DAG param prestage_budget"):
         _plan(sample_cluster, prestage_budget=-1)
+
+
+def test_the_stop_step_stages_what_the_broker_wrote_since_the_prestage(sample_cluster, holders, tmp_path):
+    """Hours may pass between the prestage and a broker's window. Meanwhile broker 1 appends to
+    an active legacy segment and rolls it: the stop step's last pass (the broker still running)
+    stages that segment whole and the new active segment's bytes, so the window converts none
+    of it; what was staged before is kept."""
+    from migration.formats import names
+    from migration.formats.file_records import FileRecords
+    from migration.formats.legacy import encode_message
+
+    plan = _plan(sample_cluster)
+    _run(sample_cluster, holders, 1, tmp_path)
+    assert rollout.prestage_broker(plan, 1, DAG_RUN)["prestaged"]
+    stage = rollout.broker_stage(plan, 1, DAG_RUN)
+    staged_before = {(e.partition_dir, e.base_offset) for e in stage.entries()}
+    prefixes = {(p.partition_dir, p.base_offset) for p in stage.prefixes()}
+    assert prefixes
+    pdir, active_base = sorted(prefixes)[0]
+    active = Path(pdir) / names.log_file_name(active_base)
+    magic = active.read_bytes()[16]
+    nxt = max(b.last_offset for b in FileRecords(active).batches()) + 1
+    with open(active, "ab") as f:  # the broker appends, then rolls: a new active segment with a record
+        for o in range(nxt, nxt + 30):
+            f.write(encode_message(o, magic, 0, 1_700_000_000_000 + o if magic else -1, b"k", b"v" * 40))
+    rolled = Path(pdir) / names.log_file_name(nxt + 30)
+    rolled.write_bytes(encode_message(nxt + 30, magic, 0, 1_700_000_000_100 if magic else -1, b"k", b"new"))
+    plan.control[1] = BrokerControl(stop=["true"])
+
+    out = rollout.stop_broker(plan, 1, DAG_RUN)
+
+    assert out["note"].startswith("broker 1: a last prestage pass staged 1 more closed segment(s)"), out["note"]
+    after = {(e.partition_dir, e.base_offset) for e in stage.entries()}
+    assert after == staged_before | {(pdir, active_base)}
+    (p,) = [p for p in stage.prefixes() if p.partition_dir == pdir]
+    assert (p.base_offset, p.state.input_bytes) == (nxt + 30, rolled.stat().st_size)
+    report = ReportStore().load(stage_id_for(DAG_RUN, 1))
+    kept = [u for u in report.iter_results() if any(w.code == FindingCode.PRESTAGE_KEPT for w in u.warnings)]
+    assert len(kept) == len(staged_before)
