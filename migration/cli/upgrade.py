@@ -74,12 +74,12 @@ def upgrade(
         "start offset (leader-epoch-checkpoint and rewritten batches), so tiered storage can take it; rollback "
         "restores the checkpoint.")] = False,
     prestage: Annotated[bool, typer.Option(
-        "--prestage", help="With the broker RUNNING: convert its closed segments into a stage (no lock taken, "
-        "nothing written in a log dir); --run-id names the stage. Then, with the broker stopped, swap them in "
-        "with --stage. Runs inline, one segment at a time.")] = False,
+        "--prestage", help="With the broker RUNNING: convert its closed segments into a stage, and what its "
+        "active segments hold so far (no lock taken, nothing written in a log dir); --run-id names the stage. "
+        "Then, with the broker stopped, swap them in with --stage. Runs inline, one segment at a time.")] = False,
     stage: Annotated[str | None, typer.Option(
         "--stage", help="The stop window: swap in the segments this prestage staged whose originals are "
-        "unchanged, convert the rest.")] = None,
+        "unchanged, convert of an active segment only what follows its staged bytes, convert the rest.")] = None,
     stage_root: Annotated[Path | None, typer.Option(
         help="Where stages live, on the log dirs' file system (default: beside the backups).")] = None,
     budget: Annotated[int | None, typer.Option(
