@@ -356,6 +356,10 @@ def test_prestage_beside_a_live_kafka_39_then_the_window_judged_by_kafka_4(tmp_p
         assert not stage.path.is_relative_to(data)
         entries = {(Path(e.partition_dir).name, e.base_offset): e for e in stage.entries()}
         assert sorted(entries) == sorted((tp, int(log.name[:20])) for tp, c in closed.items() for log in c)
+        # and the bytes so far of every legacy partition's active segment (the window then converts
+        # only what Kafka appends after them)
+        prefixes = {(Path(p.partition_dir).name, p.base_offset) for p in stage.prefixes()}
+        assert sorted(prefixes) == sorted((tp, int(active_at_staging[tp][:20])) for tp in legacy_partitions)
         verified = {(Path(v.partition_dir).name, v.base_offset): v for v in stage.verified()}
         assert sorted(verified) == sorted((tp, int(log.name[:20])) for tp, c in v2_closed.items() for log in c)
         staged_files = {}
@@ -432,6 +436,7 @@ def test_prestage_beside_a_live_kafka_39_then_the_window_judged_by_kafka_4(tmp_p
     assert (window.swapped, window.converted, window.discarded) == (len(entries), len(not_staged), 0), (
         window, len(entries), not_staged)
     assert window.converted >= len(legacy_partitions) * 2
+    assert window.prefixed == len(prefixes), window  # rolled since, each from its staged first bytes
     # the v2 partition is left as it is: every file, identity and bytes (its closed segments unread:
     # the prestage's check stands; its active one read, in the target format already)
     assert _partition_state(data, sorted(v2_partitions)) == v2_before_window
