@@ -432,15 +432,13 @@ class Stage:
 
     def save_prefix(self, entry: StagedPrefix) -> None:
         """The prefix's manifest, durably, after the files it names are (the caller fsynced them)."""
-        fsync_dir(self.prefix_files_dir(entry.partition_dir, entry.base_offset))
-        p = self.prefix_path(entry.partition_dir, entry.base_offset)
-        durable_mkdir(p.parent)
-        entry.write(p)
+        _save_after_files(entry, self.prefix_files_dir(entry.partition_dir, entry.base_offset),
+                          self.prefix_path(entry.partition_dir, entry.base_offset))
 
     def forget_prefixes(self, entries: list[StagedPrefix]) -> None:
         """Manifests first, then files (as :meth:`forget`)."""
-        durable_unlink(*(self.prefix_path(e.partition_dir, e.base_offset) for e in entries))
-        durable_rmtree(*(self.prefix_files_dir(e.partition_dir, e.base_offset) for e in entries))
+        _forget([(self.prefix_path(e.partition_dir, e.base_offset),
+                  self.prefix_files_dir(e.partition_dir, e.base_offset)) for e in entries])
 
     def manifest_count(self) -> int:
         mdir = self.path / MANIFESTS_DIR
@@ -454,18 +452,16 @@ class Stage:
 
     def save(self, entry: StagedSegment) -> None:
         """The manifest, durably, after the files it names are (the caller fsynced them)."""
-        fsync_dir(self.files_dir(entry.partition_dir, entry.base_offset))
-        p = self.manifest_path(entry.partition_dir, entry.base_offset)
-        durable_mkdir(p.parent)
-        entry.write(p)
+        _save_after_files(entry, self.files_dir(entry.partition_dir, entry.base_offset),
+                          self.manifest_path(entry.partition_dir, entry.base_offset))
 
     def forget(self, entries: list[StagedSegment]) -> None:
         """Remove staged segments of no more use (stale, or the window is over): the manifests
         first (a crash then leaves files without one, which the next pass or a discard removes),
         then the files; one fsync per directory, not one per segment: a segment a crash brings
         back is found stale or unused and removed again."""
-        durable_unlink(*(self.manifest_path(e.partition_dir, e.base_offset) for e in entries))
-        durable_rmtree(*(self.files_dir(e.partition_dir, e.base_offset) for e in entries))
+        _forget([(self.manifest_path(e.partition_dir, e.base_offset), self.files_dir(e.partition_dir, e.base_offset))
+                 for e in entries])
 
     def discard(self) -> int:
         """Remove the whole stage (any time: the window links what it uses into the log dir,
@@ -510,6 +506,19 @@ class Stage:
         keys |= {(k, s + PREFIX_FILES_SUFFIX) for k, s in (m.stem.rsplit(".", 1) for m in
                                                             (self.path / PREFIXES_DIR).glob("*.json"))}
         return sorted(seg for part in fdir.iterdir() for seg in part.iterdir() if (part.name, seg.name) not in keys)
+
+
+def _save_after_files(entry: RunDocument, files_dir: Path, path: Path) -> None:
+    """Data first, manifest last: the files' directory fsynced, then the manifest durably."""
+    fsync_dir(files_dir)
+    durable_mkdir(path.parent)
+    entry.write(path)
+
+
+def _forget(places: list[tuple[Path, Path]]) -> None:
+    """(manifest, files directory) pairs: every manifest removed first, then the files."""
+    durable_unlink(*(m for m, _ in places))
+    durable_rmtree(*(d for _, d in places))
 
 
 def sweep_deleted(root: str | os.PathLike[str]) -> None:

@@ -306,24 +306,28 @@ def _swap_in(ctx: UnitContext, j: UnitJournal) -> dict[str, Any]:
     return _finish(ctx, j)
 
 
+def _run_stage(ctx: UnitContext) -> Stage | None:
+    """The stage this run swaps in (``--stage``), if any."""
+    opts = ctx.options
+    return Stage(opts.stage_root, opts.stage) if opts.stage is not None and opts.stage_root is not None else None
+
+
 def _usable_stage(ctx: UnitContext) -> StagedSegment | None:
     """The prestage's conversion of this segment, when it is of the segment as it is now and
     made as this run would make it (upgrade/stage.py); None: convert here. Stats only: the
     window's cost grows with the files, not the bytes."""
     opts = ctx.options
-    if opts.stage is None or opts.stage_root is None:
-        return None
-    stage = Stage(opts.stage_root, opts.stage)
+    stage = _run_stage(ctx)
     pdir = ctx.partition_dir
     try:
-        entry = stage.load(pdir, ctx.base_offset)
+        entry = stage.load(pdir, ctx.base_offset) if stage is not None else None
     except (OSError, ValueError):
         return None  # unreadable: converted here, the prestage's word is not needed
     # an earlier attempt's backup links moved the originals' ctimes; its manifest may not be
     # written yet (killed in between), so its files are looked for where they would be
     backup = unit_backup_files_dir(ctx.backup_root, ctx.run_id, ctx.unit.id)
     # the checkpoint as this unit's conversion would read it (an epoch unit has run before it)
-    if entry is None or not still_current(entry, pdir, ctx.next_base_offset, conversion_of(opts),
+    if stage is None or entry is None or not still_current(entry, pdir, ctx.next_base_offset, conversion_of(opts),
                                           leader_epochs_after(pdir, assign=False) if opts.target_magic == 2 else [],
                                           ctime_moved_by_us=lambda cur: _linked_in_backup(backup, cur)):
         return None
@@ -338,9 +342,9 @@ def _usable_prefix(ctx: UnitContext) -> Resume | None:
     when the segment still begins with them and this run would convert them the same; None:
     convert the whole (upgrade/stage.py, StagedPrefix)."""
     opts = ctx.options
-    if opts.stage is None or opts.stage_root is None or opts.stamp_v0_with_mtime:
+    stage = _run_stage(ctx)
+    if stage is None or opts.stamp_v0_with_mtime:
         return None
-    stage = Stage(opts.stage_root, opts.stage)
     pdir = ctx.partition_dir
     try:
         entry = stage.load_prefix(pdir, ctx.base_offset)
