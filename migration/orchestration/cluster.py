@@ -22,7 +22,8 @@ class NodeSpec(BaseModel):
     roles: list[Role] = Field(default_factory=_broker)
     log_dirs: list[str] = Field(default_factory=list)
     metadata_log_dir: str | None = None
-    queue: str | None = Field(default=None, description="Airflow queue for this node's tasks (Celery)")
+    queue: str | None = Field(default=None, description="Airflow queue meant for this node's tasks (Celery); "
+                              "the DAGs do not route to it yet (docs/operations.md)")
     host: str = "localhost"
     stop: list[str] = Field(default_factory=list, description="Command (argv) that stops this broker, e.g. "
                             "[systemctl, stop, kafka]: the upgrade DAG's window runs it after the prestage; "
