@@ -25,8 +25,8 @@ files in, and backups are hard links).
   python -m bench.window prestage TARGET STAGE_ID LOG_DIR [IO_RATE [BUDGET]]
         ``prestage_upgrade`` (no --io-rate, no --budget unless given): its seconds, the bytes of
         its staged units (bytes_before read + bytes_after written, as its pacer counts them), those
-        of the active segments' bytes so far it staged (``prefix_bytes``, the same way) and the
-        report's duration
+        of the active segments' bytes so far it staged (``prefix_bytes``: read, copied and
+        converted, as its pacer counts them) and the report's duration
 
 ``bench`` is ``make bench --only window`` (bench.run): three targets, each on copies of the
 same log dirs in the same run (docs/benchmarks.md, "Stop window").
@@ -277,7 +277,8 @@ def prestage(target: str, stage_id: str, log_dir: str, io_rate: int | None = Non
     return {"seconds": seconds, "exit_code": report.exit_code(), "refusal": report.refusal,
             "units_ok": len(ok), "units_failed": sum(1 for u in report.iter_results() if u.status is UnitStatus.FAILED),
             "bytes_before": sum(u.bytes_before or 0 for u in ok), "bytes_after": sum(u.bytes_after or 0 for u in ok),
-            "prefix_bytes": sum((u.bytes_before or 0) + (u.bytes_after or 0) for u in prefixes),
+            # read, written into the prestage's copy, and converted into bytes_after: as its pacer counts them
+            "prefix_bytes": sum(2 * (u.bytes_before or 0) + (u.bytes_after or 0) for u in prefixes),
             "records": sum(u.records_before or 0 for u in ok), "report_s": report.duration_s}
 
 
