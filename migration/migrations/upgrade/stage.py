@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -342,8 +342,12 @@ class Stage:
             base_offset)
 
     def manifest_path(self, partition_dir: str | Path, base_offset: int) -> Path:
+        return self._document(MANIFESTS_DIR, partition_dir, base_offset)
+
+    def _document(self, kind: str, partition_dir: str | Path, base_offset: int) -> Path:
+        """``<stage>/<kind>/<partition key>.<segment prefix>.json`` (orphans() parses the name back)."""
         key = f"{partition_key(Path(partition_dir))}.{names.filename_prefix_from_offset(base_offset)}"
-        return self.path / MANIFESTS_DIR / f"{key}.json"
+        return self.path / kind / f"{key}.json"
 
     def exists(self) -> bool:
         return self.path.is_dir()
@@ -373,20 +377,12 @@ class Stage:
         return StageRead(entries=self.entries(), verified=self.verified(), prefixes=self.prefixes())
 
     def verified_path(self, partition_dir: str | Path, base_offset: int) -> Path:
-        key = f"{partition_key(Path(partition_dir))}.{names.filename_prefix_from_offset(base_offset)}"
-        return self.path / VERIFIED_DIR / f"{key}.json"
+        return self._document(VERIFIED_DIR, partition_dir, base_offset)
 
     def verified(self) -> list[VerifiedSegment]:
         """Every verified segment; one unreadable is of no use and read as absent (the window
         then reads the segment itself)."""
-        vdir = self.path / VERIFIED_DIR
-        out = []
-        for p in sorted(vdir.glob("*.json")) if vdir.is_dir() else []:
-            try:
-                out.append(VerifiedSegment.read(p))
-            except (OSError, ValueError):
-                continue
-        return out
+        return _readable(self.path / VERIFIED_DIR, VerifiedSegment)
 
     def save_verified(self, entry: VerifiedSegment) -> None:
         p = self.verified_path(entry.partition_dir, entry.base_offset)
@@ -397,8 +393,7 @@ class Stage:
         durable_unlink(*(self.verified_path(e.partition_dir, e.base_offset) for e in entries))
 
     def prefix_path(self, partition_dir: str | Path, base_offset: int) -> Path:
-        key = f"{partition_key(Path(partition_dir))}.{names.filename_prefix_from_offset(base_offset)}"
-        return self.path / PREFIXES_DIR / f"{key}.json"
+        return self._document(PREFIXES_DIR, partition_dir, base_offset)
 
     def prefix_files_dir(self, partition_dir: str | Path, base_offset: int) -> Path:
         d = self.files_dir(partition_dir, base_offset)
@@ -411,14 +406,7 @@ class Stage:
     def prefixes(self) -> list[StagedPrefix]:
         """Every staged prefix; one unreadable is of no use and read as absent (the window then
         converts the whole segment)."""
-        pdir = self.path / PREFIXES_DIR
-        out = []
-        for p in sorted(pdir.glob("*.json")) if pdir.is_dir() else []:
-            try:
-                out.append(StagedPrefix.read(p))
-            except (OSError, ValueError):
-                continue
-        return out
+        return _readable(self.path / PREFIXES_DIR, StagedPrefix)
 
     def new_prefix_dir(self, partition_dir: str | Path, base_offset: int) -> Path:
         """An empty directory for a prefix's staged files: the prefix staged before, if any,
@@ -426,9 +414,7 @@ class Stage:
         p = self.prefix_path(partition_dir, base_offset)
         if p.exists():
             durable_unlink(p)
-        d = self.prefix_files_dir(partition_dir, base_offset)
-        durable_rmtree(d)
-        return durable_mkdir(d)
+        return _empty_dir(self.prefix_files_dir(partition_dir, base_offset))
 
     def save_prefix(self, entry: StagedPrefix) -> None:
         """The prefix's manifest, durably, after the files it names are (the caller fsynced them)."""
@@ -446,9 +432,7 @@ class Stage:
 
     def new_files_dir(self, partition_dir: str | Path, base_offset: int) -> Path:
         """An empty directory for a segment's staged files (an interrupted staging's removed)."""
-        d = self.files_dir(partition_dir, base_offset)
-        durable_rmtree(d)
-        return durable_mkdir(d)
+        return _empty_dir(self.files_dir(partition_dir, base_offset))
 
     def save(self, entry: StagedSegment) -> None:
         """The manifest, durably, after the files it names are (the caller fsynced them)."""
@@ -506,6 +490,27 @@ class Stage:
         keys |= {(k, s + PREFIX_FILES_SUFFIX) for k, s in (m.stem.rsplit(".", 1) for m in
                                                             (self.path / PREFIXES_DIR).glob("*.json"))}
         return sorted(seg for part in fdir.iterdir() for seg in part.iterdir() if (part.name, seg.name) not in keys)
+
+
+_Entry = TypeVar("_Entry", bound=RunDocument)
+
+
+def _readable(directory: Path, kind: type[_Entry]) -> list[_Entry]:
+    """Every document of ``kind`` in ``directory``; one unreadable is of no use and read as
+    absent (the window then reads or converts the segment itself)."""
+    out = []
+    for p in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            out.append(kind.read(p))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _empty_dir(path: Path) -> Path:
+    """``path`` as a new, empty, durable directory (what an interrupted staging left removed)."""
+    durable_rmtree(path)
+    return durable_mkdir(path)
 
 
 def _save_after_files(entry: RunDocument, files_dir: Path, path: Path) -> None:
