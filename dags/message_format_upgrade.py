@@ -1,9 +1,11 @@
 """Phased message-format upgrade (KIP-31/32 to v1, or to v2 for Kafka 4 per KIP-724).
 
-preflight (inventory + validation of every broker, Spark) -> prestage (every broker at once,
+preflight (inventory + validation, each broker at once, Spark) -> prestage (every broker at once,
 while it runs; with prestage) -> canary (one broker: stop, swap or rewrite with Spark, verify,
-start) -> approval gate -> rolling (one broker at a time, mapped, the same window) -> report.
-A failure in canary or verify rolls that broker back and stops the rollout.
+start) -> approval gate -> rolling (one broker at a time, the same window) -> report.
+A failure in canary or verify rolls that broker back and stops the rollout. Every task that
+reads or writes a broker's log dirs is mapped over brokers, and the cluster policy sends each
+instance to its broker's queue (the cluster description's ``queue``; docs/operations.md).
 All logic lives in migration.orchestration.upgrade_rollout; this file is wiring.
 """
 
@@ -16,11 +18,12 @@ import pendulum
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, Variable, conf, get_current_context, task, task_group
 from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSkipException
-from kmigrate_operators import DEFAULT_ARGS, BrokerStoppedSensor, MigrationSparkJobOperator, default_cluster
+from kmigrate_operators import DEFAULT_ARGS, BrokerLockSensor, MigrationSparkJobOperator, default_cluster
 
 from migration.migrations.upgrade.options import TargetFormat
 from migration.orchestration import upgrade_rollout as rollout
-from migration.orchestration.common import dag_run_verdict, spark_job_args
+from migration.orchestration.common import dag_run_verdict
+from migration.runtime.airflow_policy import route
 from migration.settings import adopt_home, airflow_home_lookups
 
 # Runs, reports and sessions live in kmigrate's home: KMIGRATE_HOME, else [kmigrate] home of the
@@ -76,48 +79,64 @@ with DAG(
         return get_current_context()["dag_run"].run_id
 
     def _broker_step(task_id: str, step: Callable[[rollout.RolloutPlan, int, str], Any], **kwargs: Any) -> Any:
-        """A task running ``step`` for one broker: the mapped one, else the canary."""
+        """A task running ``step`` for the broker of its map index, on that broker's host."""
         @task(task_id=task_id, **kwargs)
-        def on_broker(broker_id: int | None = None) -> Any:
+        def on_broker(broker_id: int) -> Any:
             p = _plan()
-            return step(p, p.canary if broker_id is None else broker_id, _run_id())
+            rollout.check_broker_host(p, broker_id)
+            return step(p, broker_id, _run_id())
         return on_broker
+
+    def _on_brokers(key: str) -> dict[str, Any]:
+        """Default args of a group whose tasks run on each broker's host: the cluster policy sends
+        each instance to its broker's queue (plan's ``routes[key]``; migration/runtime/airflow_policy.py)."""
+        return {"executor_config": route(key)}
 
     @task
     def plan() -> dict:
         return rollout.plan_step(dict(get_current_context()["params"]))
 
-    @task_group(group_id="preflight")
-    def preflight():
-        @task
-        def prepare() -> list[str]:
-            return spark_job_args(rollout.prepare_preflight_step(_plan(), _run_id()))
-
-        @task
-        def check() -> dict:
-            return rollout.check_preflight_step(_plan(), _run_id())
-
-        args = prepare()
-        validate = MigrationSparkJobOperator(task_id="validate", application_args=args)
-        args >> validate >> check()
-
     @task
     def all_brokers(planned: dict) -> list[int]:
         return [planned["canary"], *planned["rest"]]
 
-    @task(task_id="prestage")
-    def prestage(broker_id: int) -> dict:
-        return rollout.prestage_broker(_plan(), broker_id, _run_id())
+    @task
+    def canary_broker(planned: dict) -> list[int]:
+        return [planned["canary"]]
 
-    @task_group(group_id="canary")
-    def canary():
-        stopped = _broker_step("stop", rollout.stop_broker)()
-        args = _broker_step("prepare", rollout.prepare_broker)()
-        stopped >> BrokerStoppedSensor(task_id="wait_stopped", stop=stopped) >> args
-        upgrade = MigrationSparkJobOperator(task_id="upgrade", application_args=args)
-        args >> upgrade >> _broker_step("finalize", rollout.finalize_broker)()
+    @task_group(group_id="preflight", default_args=_on_brokers("all"))
+    def preflight(broker_id: int):
+        args = _broker_step("prepare", rollout.prepare_preflight_args)(broker_id)
+        validate = MigrationSparkJobOperator(task_id="validate", application_args=args)
+        args >> validate >> _broker_step("check", rollout.check_preflight_step)(broker_id)
 
-    @task.branch(task_id="approval_mode")
+    prestage = _broker_step("prestage", rollout.prestage_broker, executor_config=route("all"))
+
+    def window(broker_id: Any, first: Any = None) -> None:
+        """One broker's window: stop, wait, prepare, upgrade (Spark), finalize, verify, start, wait; a
+        failure rolls the broker back. A verified broker starts again; one rolled back stays
+        stopped for the operator (the rollout stops there), and no task waits on the rollback."""
+        one = {"max_active_tis_per_dagrun": 1}
+        stopped = _broker_step("stop", rollout.stop_broker, **one)(broker_id)
+        args = _broker_step("prepare", rollout.prepare_broker, **one)(broker_id)
+        if first is not None:
+            first >> stopped
+        stopped >> BrokerLockSensor(task_id="wait_stopped", window=stopped, **one) >> args
+        upgrade = MigrationSparkJobOperator(task_id="upgrade", application_args=args, **one)
+        fin = _broker_step("finalize", rollout.finalize_broker, **one)(broker_id)
+        ver = _broker_step("verify", rollout.verify_broker, **one)(broker_id)
+        args >> upgrade >> fin >> ver
+        [upgrade, fin, ver] >> _broker_step("rollback", rollout.rollback_broker, trigger_rule="one_failed")(broker_id)
+        started = _broker_step("start", rollout.start_broker, **one)(broker_id)
+        ver >> started >> BrokerLockSensor(task_id="wait_started", window=started, until="running", **one)
+
+    @task_group(group_id="canary", default_args=_on_brokers("canary"))
+    def canary(broker_id: int):
+        window(broker_id)
+
+    # The canary's group ends in its start and its rollback: the approval follows a started
+    # canary (the rollback skipped), never a rolled back one.
+    @task.branch(task_id="approval_mode", trigger_rule="none_failed_min_one_success")
     def approval_mode() -> str:
         return "approve_human" if get_current_context()["params"]["approval"] == "human" else "approve_auto"
 
@@ -135,7 +154,7 @@ with DAG(
     def rest_brokers(planned: dict) -> list[int]:
         return planned["rest"]
 
-    @task_group(group_id="rolling")
+    @task_group(group_id="rolling", default_args=_on_brokers("rest"))
     def rolling(broker_id: int):
         @task(max_active_tis_per_dagrun=1)
         def gate(broker_id: int) -> str:
@@ -146,34 +165,28 @@ with DAG(
                 raise AirflowSkipException(f"rollout stopped: {why}")
             return "go"
 
-        one = {"max_active_tis_per_dagrun": 1}
-        stopped = _broker_step("stop", rollout.stop_broker, **one)(broker_id)
-        args = _broker_step("prepare", rollout.prepare_broker, **one)(broker_id)
-        gate(broker_id) >> stopped >> BrokerStoppedSensor(task_id="wait_stopped", stop=stopped, **one) >> args
-        upgrade = MigrationSparkJobOperator(task_id="upgrade", application_args=args, **one)
-        fin = _broker_step("finalize", rollout.finalize_broker, **one)(broker_id)
-        ver = _broker_step("verify", rollout.verify_broker, **one)(broker_id)
-        args >> upgrade >> fin >> ver
-        [upgrade, fin, ver] >> _broker_step("rollback", rollout.rollback_broker, trigger_rule="one_failed")(broker_id)
-        # A verified broker starts again; one rolled back stays stopped for the operator (the
-        # rollout stops there), and no task of the group waits on the rollback.
-        ver >> _broker_step("start", rollout.start_broker, **one)(broker_id)
+        window(broker_id, gate(broker_id))
+
+    # A stage is about as large as its broker's legacy data: the stages of the brokers whose
+    # window never ran (the rollout stopped before them) are removed, each on its broker's host.
+    discard_unused_stage = _broker_step("discard_unused_stage", rollout.discard_unused_stage, trigger_rule="all_done",
+                                        executor_config=route("all"))
 
     @task(task_id="report", trigger_rule="all_done")
-    def report() -> dict:
+    def report(discarded: list[str | None]) -> dict:
         ctx = get_current_context()
-        return dag_run_verdict(rollout.final_report(_plan(), ctx["dag"].dag_id, _run_id()), "upgrade")
+        return dag_run_verdict(rollout.final_report(_plan(), ctx["dag"].dag_id, _run_id(), list(discarded)),
+                               "upgrade")
 
     planned = plan()
-    pre = preflight()
-    staged = prestage.expand(broker_id=all_brokers(planned))
-    can = canary()
-    ver = _broker_step("verify_canary", rollout.verify_broker)()
-    started = _broker_step("start_canary", rollout.start_broker)()
+    everyone = all_brokers(planned)
+    pre = preflight.expand(broker_id=everyone)
+    staged = prestage.expand(broker_id=everyone)
+    can = canary.expand(broker_id=canary_broker(planned))
     gate = approval_mode()
     rest = rest_brokers(planned)
     roll = rolling.expand(broker_id=rest)
-    planned >> pre >> staged >> can >> ver >> gate >> [approve_human, approve_auto()] >> rest
-    [can, ver] >> _broker_step("rollback_canary", rollout.rollback_broker, trigger_rule="one_failed")()
-    ver >> started >> gate
-    roll >> report()
+    pre >> staged >> can >> gate >> [approve_human, approve_auto()] >> rest
+    discarded = discard_unused_stage.expand(broker_id=everyone)
+    roll >> discarded
+    report(discarded)

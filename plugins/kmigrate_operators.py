@@ -94,72 +94,116 @@ class MigrationSparkJobOperator(SparkSubmitOperator):
             self.log.warning("could not record the failure for the DAG run's report: %s", recording)
 
 
-class LogDirLockReleasedTrigger(BaseTrigger):
-    """Fires when no process holds the lock of any of ``log_dirs`` (the broker stopped), or at
-    ``deadline`` (epoch seconds) with the log dirs still held. Runs in the triggerer, so a
-    window waiting for an operator holds no worker slot."""
+class LogDirLockTrigger(BaseTrigger):
+    """Fires when no process holds the lock of any of ``log_dirs`` (``held`` false: the broker
+    stopped) or when one holds every one of them (``held``: it runs again), or at ``deadline``
+    (epoch seconds) without. Runs in a triggerer, so a window waiting for an operator holds no
+    worker slot. A lock is a process's on one host: the trigger follows its task's queue
+    (``[triggerer] queues_enabled``), and fires at once, saying so, where the broker's log dirs
+    are not (a triggerer of another host)."""
 
-    def __init__(self, log_dirs: list[str], deadline: float, poll_s: float = 2.0) -> None:
+    def __init__(self, log_dirs: list[str], deadline: float, poll_s: float = 2.0, *, broker_id: int,
+                 held: bool = False) -> None:
         super().__init__()
         self.log_dirs = list(log_dirs)
         self.deadline = deadline
         self.poll_s = poll_s
+        self.broker_id = broker_id
+        self.held = held
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
-                {"log_dirs": self.log_dirs, "deadline": self.deadline, "poll_s": self.poll_s})
+                {"log_dirs": self.log_dirs, "deadline": self.deadline, "poll_s": self.poll_s,
+                 "broker_id": self.broker_id, "held": self.held})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from migration.orchestration.cluster import NodeSpec, WrongHost
         from migration.orchestration.upgrade_rollout import live_log_dirs
 
+        try:
+            NodeSpec(id=self.broker_id, log_dirs=self.log_dirs).check_on_this_host()
+        except WrongHost as exc:
+            yield TriggerEvent({"done": False, "wrong_host": f"triggerer: {exc}", "live": []})
+            return
         while True:
             live = await asyncio.to_thread(live_log_dirs, self.log_dirs)
-            if not live:
-                yield TriggerEvent({"stopped": True, "live": []})
+            if (set(live) == set(self.log_dirs)) if self.held else not live:
+                yield TriggerEvent({"done": True, "live": live})
                 return
             if time.time() >= self.deadline:
-                yield TriggerEvent({"stopped": False, "live": live})
+                yield TriggerEvent({"done": False, "live": live})
                 return
             await asyncio.sleep(self.poll_s)
 
 
-class BrokerStoppedSensor(BaseOperator):
+class BrokerLockSensor(BaseOperator):
     """Waits, deferred, until the broker a window stopped (or asked the operator to stop) has
-    released its log dir locks; fails with the timeout named when it has not in time, and marks
-    the window failed (its ``window`` dir) so the rollout stops there. ``stop`` is what the stop
-    task returned (templated: an XComArg of the mapped group)."""
+    released its log dir locks (``until="stopped"``), or until the broker its window ended holds
+    them again (``until="running"``: the operator starts it); fails with the timeout named when
+    it does not in time, and marks the window failed (its ``window`` dir) so the rollout stops
+    there. ``window`` is what the stop or start task returned (templated: an XComArg of the
+    mapped group). Its instance runs on the broker's queue (the cluster policy), and its trigger
+    on that queue's triggerer."""
 
-    template_fields = ("stop",)
+    template_fields = ("window",)
+    VERB = {"stopped": "stop", "running": "start"}
+    STEP = {"stopped": "wait_stopped", "running": "wait_started"}
 
-    def __init__(self, *, stop: Any, poll_s: float = 2.0, **kwargs: Any) -> None:
+    def __init__(self, *, window: Any, until: str = "stopped", poll_s: float = 2.0, **kwargs: Any) -> None:
+        if until not in ("stopped", "running"):
+            raise ValueError(f"until must be 'stopped' or 'running', not {until!r}")
         super().__init__(**kwargs)
-        self.stop = stop
+        self.window = window
+        self.until = until
         self.poll_s = poll_s
 
     def execute(self, context: Any) -> Any:
         from migration.orchestration.upgrade_rollout import live_log_dirs
 
-        live = live_log_dirs(self.stop["log_dirs"])
-        if not live:
-            return {"broker_id": self.stop["broker_id"], "stopped": True}
-        if not self.stop.get("managed"):
-            self._fail(f"broker {self.stop['broker_id']} is running (lock held: {', '.join(live)}) and the rollout "
+        w = self.window
+        if "log_dirs" not in w:  # nothing to wait for: the DAG run did not stop this broker
+            return {"broker_id": w["broker_id"], self.until: False, "why": w.get("why")}
+        if self._done(live_log_dirs(w["log_dirs"])):
+            return self._complete()
+        if self.until == "stopped" and not w.get("managed"):
+            self._fail(f"broker {w['broker_id']} is running (lock held: {', '.join(w['log_dirs'])}) and the rollout "
                        "was not asked to stop it: stop it, or trigger with prestage")
-        self.log.info("%s", self.stop.get("note") or f"waiting for broker {self.stop['broker_id']} to stop")
-        self.defer(trigger=LogDirLockReleasedTrigger(self.stop["log_dirs"], time.time() + self.stop["timeout_s"],
-                                                     self.poll_s),
+        self.log.info("%s", w.get("note") or f"waiting for broker {w['broker_id']} to {self.VERB[self.until]}")
+        # The trigger takes the task's queue (Airflow reads it from the operator): this instance's,
+        # which the cluster policy routed to the broker's host.
+        self.queue = context["ti"].queue or self.queue
+        self.defer(trigger=LogDirLockTrigger(w["log_dirs"], time.time() + w["timeout_s"], self.poll_s,
+                                             broker_id=w["broker_id"], held=self.until == "running"),
                    method_name="execute_complete")
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        if not event.get("stopped"):
-            held = ", ".join(event["live"])
-            self._fail(f"broker {self.stop['broker_id']} did not stop within stop_timeout_s={self.stop['timeout_s']} "
-                       f"s: its log dir lock is still held ({held})")
-        return {"broker_id": self.stop["broker_id"], "stopped": True}
+        from migration.orchestration.upgrade_rollout import live_log_dirs
+
+        w = self.window
+        if event.get("wrong_host"):
+            self._fail(f"broker {w['broker_id']}: {event['wrong_host']}; set [triggerer] queues_enabled and run a "
+                       "triggerer on each broker host for its queue (docs/operations.md, \"One worker per broker "
+                       "host\")")
+        if not event.get("done") or not self._done(live_log_dirs(w["log_dirs"])):
+            state = "still held" if self.until == "stopped" else "not held"
+            self._fail(f"broker {w['broker_id']} did not {self.VERB[self.until]} within stop_timeout_s="
+                       f"{w['timeout_s']} s: its log dir lock is {state} "
+                       f"({', '.join(event.get('live') or w['log_dirs'])})")
+        return self._complete()
+
+    def _done(self, live: list[str]) -> bool:
+        return not live if self.until == "stopped" else set(live) == set(self.window["log_dirs"])
+
+    def _complete(self) -> dict[str, Any]:
+        if self.until == "running":
+            from migration.orchestration.upgrade_rollout import confirm_running
+
+            confirm_running(Path(self.window["window"]), self.window["log_dirs"])
+        return {"broker_id": self.window["broker_id"], self.until: True}
 
     def _fail(self, why: str) -> NoReturn:
         from migration.orchestration.upgrade_rollout import mark_window_failed
 
-        if self.stop.get("window"):
-            mark_window_failed(Path(self.stop["window"]), "wait_stopped", why)
+        if self.window.get("window"):
+            mark_window_failed(Path(self.window["window"]), self.STEP[self.until], why)
         raise RuntimeError(why)

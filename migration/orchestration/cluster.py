@@ -4,13 +4,22 @@ dirs are. YAML or JSON, validated by pydantic; DAGs read it from a param or a Va
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, model_validator
 
+from migration.formats.errors import KafkaFormatError
+from migration.formats.meta_properties import MetaProperties
+from migration.formats.names import META_PROPERTIES_FILE
+
 Role = Literal["broker", "controller"]
+
+
+class WrongHost(RuntimeError):
+    """A node's task runs on a host that does not hold that node's log dirs."""
 
 
 def _broker() -> list[Role]:
@@ -22,8 +31,9 @@ class NodeSpec(BaseModel):
     roles: list[Role] = Field(default_factory=_broker)
     log_dirs: list[str] = Field(default_factory=list)
     metadata_log_dir: str | None = None
-    queue: str | None = Field(default=None, description="Airflow queue meant for this node's tasks (Celery); "
-                              "the DAGs do not route to it yet (docs/operations.md)")
+    queue: str | None = Field(default=None, description="Airflow (Celery) queue of a worker on this node's host: "
+                              "the tasks that read or write its log dirs are sent there (docs/operations.md, "
+                              "\"One worker per broker host\"); none: Airflow's default queue")
     host: str = "localhost"
     stop: list[str] = Field(default_factory=list, description="Command (argv) that stops this broker, e.g. "
                             "[systemctl, stop, kafka]: the upgrade DAG's window runs it after the prestage; "
@@ -38,6 +48,25 @@ class NodeSpec(BaseModel):
     @property
     def is_controller(self) -> bool:
         return "controller" in self.roles
+
+    def check_on_this_host(self, log_dirs: list[str] | None = None) -> None:
+        """Refuse to run a task of this node where its log dirs are not: one missing here, or one
+        whose meta.properties names another node (the same path on another broker's host: a
+        task sent to the wrong queue would stop or rewrite the wrong broker)."""
+        where = f"this host ({socket.gethostname()})"
+        why = (f"node {self.id}'s tasks belong on its queue ({self.queue!r}), which the kmigrate cluster policy "
+               "routes them to (docs/operations.md, \"One worker per broker host\")" if self.queue else
+               f"node {self.id} names no queue: every worker of the default queue must reach its log dirs")
+        for d in log_dirs if log_dirs is not None else self.all_dirs():
+            if not Path(d).is_dir():
+                raise WrongHost(f"node {self.id}'s log dir {d} is not on {where}: {why}")
+            try:
+                owner = MetaProperties.read(Path(d) / META_PROPERTIES_FILE).node_id
+            except (OSError, ValueError, KafkaFormatError):
+                continue  # none yet, or unreadable: the preflight's validation reports what is wrong
+            if owner is not None and owner != self.id:
+                raise WrongHost(f"log dir {d} on {where} belongs to node {owner} (its {META_PROPERTIES_FILE}), "
+                                f"not node {self.id}: {why}")
 
     def all_dirs(self) -> list[str]:
         dirs = list(self.log_dirs)

@@ -34,13 +34,16 @@ from migration.migrations.upgrade.plan import load_plan
 from migration.migrations.upgrade.preflight import PreflightPrepare, finalize_preflight, prepare_preflight
 from migration.migrations.upgrade.prestage import PrestageOptions, prestage_upgrade
 from migration.migrations.upgrade.stage import Stage, sweep_deleted
+from migration.orchestration.cluster import NodeSpec
 from migration.orchestration.common import (
     check_spark_connection,
     dag_params,
     load_cluster,
     merge_reports,
     run_id_for,
+    spark_job_args,
 )
+from migration.runtime.airflow_policy import ROUTES
 from migration.runtime.runs import RunDir
 from migration.runtime.safety import Refused
 from migration.settings import default_stage_root, runs_dir
@@ -49,6 +52,7 @@ VERIFY_MARKER = "verify.json"
 ROLLBACK_MARKER = "rollback.json"
 STOPPED_MARKER = "stopped.json"
 STARTED_MARKER = "started.json"
+RUNNING_MARKER = "running.json"  # in the window dir: seen holding its log dir locks again, on its host
 FAILED_MARKER = "failed.json"  # in the window dir: a step of the broker's window failed, the rollout stops
 START_POLL_S = 0.5  # how often a start waits for the broker's lock
 
@@ -99,6 +103,7 @@ class RolloutPlan(BaseModel):
     prestage_io_rate: int = 0
     prestage_budget: int = 0
     control: dict[int, BrokerControl] = Field(default_factory=dict)
+    queues: dict[int, str | None] = Field(default_factory=dict, description="Each broker's queue (its host's)")
 
     @property
     def target(self) -> str:
@@ -131,7 +136,8 @@ def plan_rollout(raw: dict[str, Any]) -> RolloutPlan:
                        stop_timeout_s=params.stop_timeout_s, prestage_io_rate=params.prestage_io_rate,
                        prestage_budget=params.prestage_budget,
                        control={b.id: BrokerControl(stop=b.stop, start=b.start)
-                                for b in desc.brokers if b.id in wanted})
+                                for b in desc.brokers if b.id in wanted},
+                       queues={b.id: b.queue for b in desc.brokers if b.id in wanted})
 
 
 def plan_step(raw: dict[str, Any]) -> dict[str, Any]:
@@ -139,7 +145,21 @@ def plan_step(raw: dict[str, Any]) -> dict[str, Any]:
     (``spark_default`` checked before anything is submitted)."""
     plan = plan_rollout(raw)
     master = check_spark_connection(load_cluster(plan.cluster))
-    return {"canary": plan.canary, "rest": plan.rest, "spark_master": master}
+    order = [plan.canary, *plan.rest]
+
+    def queues(brokers: list[int]) -> list[str | None]:
+        return [plan.queues.get(b) for b in brokers]
+
+    # What the cluster policy routes each broker's tasks by (migration/runtime/airflow_policy.py):
+    # one queue per map index of the tasks mapped over these lists.
+    routes = {"all": queues(order), "canary": queues([plan.canary]), "rest": queues(plan.rest)}
+    return {"canary": plan.canary, "rest": plan.rest, "spark_master": master, ROUTES: routes}
+
+
+def check_broker_host(plan: RolloutPlan, broker_id: int) -> None:
+    """Every task of a broker first checks that it runs on that broker's host (its log dirs are
+    here, and theirs is its node id): :meth:`NodeSpec.check_on_this_host`."""
+    NodeSpec(id=broker_id, log_dirs=plan.log_dirs[broker_id], queue=plan.queues.get(broker_id)).check_on_this_host()
 
 
 def broker_run_id(dag_run_id: str, broker_id: int) -> str:
@@ -167,26 +187,33 @@ def upgrade_step_runs(dag_run_id: str) -> list[str]:
     return [p.name for p in sorted(found, key=planned)]
 
 
-def prepare_preflight_step(plan: RolloutPlan, dag_run_id: str) -> str:
+def preflight_run_id(dag_run_id: str, broker_id: int) -> str:
+    """The run id of broker ``broker_id``'s preflight in DAG run ``dag_run_id``: each broker's
+    is its own, run on its host (its queue)."""
+    return run_id_for(dag_run_id, "preflight", f"b{broker_id}")
 
-    rid = run_id_for(dag_run_id, "preflight")
+
+def prepare_preflight_args(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> list[str]:
+    """Inventory the broker's log dirs; returns the arguments of its validation's Spark job."""
+    rid = preflight_run_id(dag_run_id, broker_id)
     # The preflight runs from here to its check step: its report starts now, not when it is built.
-    prepare_preflight(plan.log_dirs, run_id=rid, started_at=utcnow().isoformat())
-    return rid
+    prepare_preflight({broker_id: plan.log_dirs[broker_id]}, run_id=rid, started_at=utcnow().isoformat())
+    return spark_job_args(rid)
 
 
-def check_preflight_step(plan: RolloutPlan, dag_run_id: str) -> dict[str, Any]:
-    """Refuse the rollout if any broker is live; corrupt segments are reported and will be
-    left alone by the upgrade (a corrupt segment is never rewritten)."""
+def check_preflight_step(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
+    """Refuse the rollout if the broker is live (unless it is to be staged first); corrupt
+    segments are reported and will be left alone by the upgrade (a corrupt segment is never
+    rewritten)."""
 
-    rid = run_id_for(dag_run_id, "preflight")
+    rid = preflight_run_id(dag_run_id, broker_id)
     report = finalize_preflight(rid, params=plan.model_dump(mode="json"), save=False, live_ok=plan.prestage)
     _time_preflight(report, RunDir(rid))
     ReportStore().save(report)
     if report.refusal:
         raise Refused(report.refusal)
     problems = [u.path for u in report.iter_results() if u.status is UnitStatus.FAILED]
-    return {"partitions": report.totals.units, "with_problems": problems}
+    return {"broker_id": broker_id, "partitions": report.totals.units, "with_problems": problems}
 
 
 def _time_preflight(report: RunReport, rd: RunDir) -> None:
@@ -358,10 +385,11 @@ def _keeps_the_rollout_waiting(plan: RolloutPlan, broker_id: int, dag_run_id: st
     if plan.prestage:
         if not (window_dir(dag_run_id, broker_id) / STARTED_MARKER).exists():
             return f"broker {broker_id} is not started again yet"
-        down = sorted(set(plan.log_dirs[broker_id]) - set(live_log_dirs(plan.log_dirs[broker_id])))
-        if down:
-            return (f"broker {broker_id} is not running yet: no process holds the lock of its log dir(s) "
-                    + ", ".join(down))
+        if not (window_dir(dag_run_id, broker_id) / RUNNING_MARKER).exists():
+            # Seen on the broker's own host (its start step, or the wait after it): a lock is
+            # a process's on that host, so the gate, on the next broker's host, cannot look.
+            return (f"broker {broker_id} is not running yet: no process held the lock of its log dir(s) "
+                    f"{', '.join(plan.log_dirs[broker_id])} when its host last looked")
     return None
 
 
@@ -501,12 +529,16 @@ def live_log_dirs(log_dirs: list[str]) -> list[str]:
 def start_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """End the broker's window once it is verified: run its ``start`` command and wait until
     the broker holds its log dirs' locks again (at most ``stop_timeout_s``), or say the
-    operator starts it now (:func:`rollout_gate` then waits for the locks). Only a broker this
+    operator starts it now (the DAG's ``wait_started`` then waits, deferred, for the locks, on
+    the broker's host: :func:`confirm_running`; :func:`rollout_gate` waits for it). Returns what
+    that wait needs, as :func:`stop_broker` does. Only a broker this
     DAG run stopped (a rolled-back one stays stopped, for the operator: :func:`rollback_broker`
     says so). A failure fails the window: the rollout stops there."""
     wd = window_dir(dag_run_id, broker_id)
     if not plan.prestage or not (wd / STOPPED_MARKER).exists():
         return {"broker_id": broker_id, "started": False, "why": "not stopped by this DAG run"}
+    wait = {"broker_id": broker_id, "log_dirs": plan.log_dirs[broker_id], "timeout_s": plan.stop_timeout_s,
+            "managed": True, "window": str(wd)}
     with _window_step(dag_run_id, broker_id, "start"):
         cmd = plan.control[broker_id].start if broker_id in plan.control else []
         if cmd:
@@ -519,6 +551,8 @@ def start_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str
                     "command); the next broker's window waits until it holds its log dir lock again")
             _note_on_prestage(dag_run_id, broker_id, note)
         RunDir(wd.name).write(STARTED_MARKER, {"at": utcnow().isoformat(), "command": cmd})
+        if cmd:
+            confirm_running(wd, plan.log_dirs[broker_id])
     # what the window left of the broker's stage, once the broker runs (upgrade/stage.py); the
     # broker runs by now: housekeeping that fails is said, it does not fail the window
     root = broker_stage(plan, broker_id, dag_run_id).root
@@ -527,7 +561,16 @@ def start_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str
     except OSError as exc:
         note += (f"; what its stop window retired under {root} is not removed yet ({exc.strerror}: {exc.filename}): "
                  "the next prestage or --discard-stage removes it")
-    return {"broker_id": broker_id, "started": bool(cmd), "note": note}
+    return wait | {"started": bool(cmd), "note": note}
+
+
+def confirm_running(marks: Path, log_dirs: list[str]) -> list[str]:
+    """On the broker's host: the log dirs whose lock no process holds; none: the broker runs
+    again, and the window dir ``marks`` says so (what :func:`rollout_gate` waits for)."""
+    down = sorted(set(log_dirs) - set(live_log_dirs(log_dirs)))
+    if not down:
+        RunDir(marks.name, root=marks).write(RUNNING_MARKER, {"at": utcnow().isoformat(), "log_dirs": log_dirs})
+    return down
 
 
 def _wait_running(broker_id: int, log_dirs: list[str], deadline: float, timeout_s: int) -> None:
@@ -553,22 +596,31 @@ def _note_on_prestage(dag_run_id: str, broker_id: int, note: str) -> None:
     store.save(report)
 
 
-def final_report(plan: RolloutPlan, dag_id: str, dag_run_id: str) -> RunReport:
+def discard_unused_stage(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> str | None:
+    """After the rollout, on the broker's host: its stage, when its window never began (the
+    rollout stopped before it), is discarded; what was freed, said in one line. (A window's own
+    end, or its rollback, removes the stage of a broker whose window ran.)"""
+    if not plan.prestage or _window_began(broker_id, dag_run_id):
+        return None
+    discarded = discard_stage(plan, broker_id, dag_run_id)
+    return f"{discarded}: its window never ran (the rollout stopped before it)" if discarded else None
+
+
+def final_report(plan: RolloutPlan, dag_id: str, dag_run_id: str, discarded: list[str | None] | None = None,
+                 ) -> RunReport:
     """Every broker of the rollout must have a report; a missing one (failed before finishing,
-    or never reached because the rollout stopped) is an error of the DAG run. The stages of
-    the brokers whose window never began (the rollout stopped before them) are discarded, each
-    said in a warning with the bytes freed: a stage is about as large as the broker's legacy
-    data. (A window's own end, or its rollback, removes the stage of a broker whose window ran.)"""
+    or never reached because the rollout stopped) is an error of the DAG run. ``discarded``:
+    what :func:`discard_unused_stage` said, each a warning (a stage is about as large as the
+    broker's legacy data)."""
     brokers = [plan.canary, *plan.rest]
-    discarded = [d for b in brokers if plan.prestage and not _window_began(b, dag_run_id)
-                 for d in [discard_stage(plan, b, dag_run_id)] if d is not None]
     steps = [broker_run_id(dag_run_id, b) for b in brokers]
     report = merge_reports(RunKind.UPGRADE, steps, run_id=run_id_for(dag_run_id),
                            params=plan.model_dump(mode="json"), dag_id=dag_id, dag_run_id=dag_run_id,
-                           also_failed=[run_id_for(dag_run_id, "preflight")])
-    if discarded:
-        for d in discarded:
-            report.warn(f"{d}: its window never ran (the rollout stopped before it)")
+                           also_failed=[preflight_run_id(dag_run_id, b) for b in brokers])
+    said = [d for d in discarded or [] if d]
+    if said:
+        for d in said:
+            report.warn(d)
         ReportStore().save(report)
     return report
 

@@ -53,6 +53,10 @@ def test_documented_rest_example_is_the_tested_one():
 def test_canary_only_run_through_the_rest_api_waits_for_approval(airflow_base_env, private_airflow_home,
                                                                    sample_cluster, tmp_path):
     home = tmp_path / "kmigrate-home"
+    desc = json.loads(sample_cluster.description_path.read_text())
+    for node in desc["nodes"]:
+        node["queue"] = f"kafka-host-{node['id']}"  # one worker per broker host (LocalExecutor: any runs it)
+    sample_cluster.description_path.write_text(json.dumps(desc))
     env = {k: v for k, v in airflow_base_env.items() if k not in STATE_ENV}
     env.update({"AIRFLOW_HOME": str(private_airflow_home), "KMIGRATE_CLUSTER": str(sample_cluster.description_path)})
     out = tmp_path / "ui.out"
@@ -99,7 +103,14 @@ def test_canary_only_run_through_the_rest_api_waits_for_approval(airflow_base_en
         until("the approval wait", approval_waits, 480)
         status, tis = _get(f"{origin}/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances", token)
         states = {t["task_id"]: t["state"] for t in tis["task_instances"]}
-        assert states["canary.upgrade"] == states["verify_canary"] == "success", states
+        assert states["canary.upgrade"] == states["canary.verify"] == "success", states
+        # The scheduler queued broker 2's tasks on its host's queue (the cluster policy), the rest
+        # on the default queue.
+        queues = {(t["task_id"], t["map_index"]): t["queue"] for t in tis["task_instances"]}
+        for key in (("preflight.validate", 0), ("prestage", 0), ("canary.stop", 0), ("canary.upgrade", 0),
+                    ("canary.verify", 0), ("canary.start", 0)):
+            assert queues.get(key) == "kafka-host-2", (key, queues)
+        assert queues[("plan", -1)] == queues[("approve_human", -1)] == "default", queues
         status, body = _get(f"{origin}/api/v2/dags/{DAG}/dagRuns/{run}", token)
         assert body["state"] == "running" and body["conf"] == {"canary_broker": 2, "brokers": [2],
                                                                "approval": "human"}, body

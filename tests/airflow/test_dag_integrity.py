@@ -33,8 +33,9 @@ def test_upgrade_dag_structure(airflow_base_env):
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     ids = {line.strip() for line in out.stdout.splitlines() if line.strip() and " " not in line.strip()}
-    for expected in ("preflight.validate", "canary.upgrade", "verify_canary", "rollback_canary", "approve_human",
-                     "approve_auto", "rolling.prepare", "rolling.upgrade", "rolling.rollback", "report"):
+    for expected in ("preflight.validate", "prestage", "canary.upgrade", "canary.verify", "canary.rollback",
+                     "canary.start", "approve_human", "approve_auto", "rolling.prepare", "rolling.upgrade",
+                     "rolling.rollback", "discard_unused_stage", "report"):
         assert expected in ids, (expected, ids)
     text = (ROOT / "dags" / "message_format_upgrade.py").read_text()
     for param in ("target_format", "canary_broker", "dry_run", "brokers", "stamp_v0_with_mtime"):

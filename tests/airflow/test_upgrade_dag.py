@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from pathlib import Path
 
 from kafka.record.memory_records import MemoryRecords
@@ -38,8 +39,20 @@ def _tree_hash(root: Path) -> str:
     return h.hexdigest()
 
 
-def test_upgrade_dag_canary_then_rolling_to_v2(airflow_base_env, dags_test, sample_cluster, tmp_path):
-    env = {**airflow_base_env, "KMIGRATE_OUT": str(tmp_path / "out")}
+def _queues(description: Path) -> dict[int, str]:
+    """Give every node of the cluster description a queue of its own, as a deployment with one
+    worker per broker host does."""
+    desc = json.loads(description.read_text())
+    for node in desc["nodes"]:
+        node["queue"] = f"kafka-host-{node['id']}"
+    description.write_text(json.dumps(desc))
+    return {n["id"]: n["queue"] for n in desc["nodes"]}
+
+
+def test_upgrade_dag_canary_then_rolling_to_v2(airflow_base_env, private_airflow_home, dags_test, sample_cluster,
+                                               tmp_path):
+    env = {**airflow_base_env, "KMIGRATE_OUT": str(tmp_path / "out"), "AIRFLOW_HOME": str(private_airflow_home)}
+    queues = _queues(sample_cluster.description_path)
     before = {b: _records(d) for b, d in sample_cluster.broker_log_dirs.items()}
     rc, state = dags_test(env, "message_format_upgrade",
                           {"cluster": str(sample_cluster.description_path), "target_format": "v2",
@@ -57,6 +70,29 @@ def test_upgrade_dag_canary_then_rolling_to_v2(airflow_base_env, dags_test, samp
     t = merged[0]["totals"]
     assert t["records_before"] == t["records_after"] > 0 and t["digest_mismatches"] == 0
 
+    # Each task that reads or writes a broker's log dirs was queued on that broker's queue (the
+    # cluster policy, migration/runtime/airflow_policy.py); the rest on Airflow's default queue.
+    with sqlite3.connect(private_airflow_home / "airflow.db") as db:
+        (run_id,) = db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1",
+                               ("message_format_upgrade",)).fetchone()
+        tis = db.execute("SELECT task_id, map_index, state, queue FROM task_instance WHERE dag_id = ? AND run_id = ?",
+                         ("message_format_upgrade", run_id)).fetchall()
+    order = {"canary": [1], "rolling": [2, 3]}
+    routed = {}
+    for task_id, map_index, ti_state, queue in tis:
+        group = task_id.split(".")[0]
+        if group in ("preflight", "prestage", "discard_unused_stage", *order):
+            if map_index < 0:  # never expanded: a rollback skipped as a whole
+                assert ti_state == "skipped", (task_id, ti_state)
+                continue
+            routed[task_id, map_index] = (queue, queues[order.get(group, [1, 2, 3])[map_index]])
+        else:
+            assert queue == "default", (task_id, map_index, queue)
+    assert {k for k in routed} >= {("preflight.validate", 2), ("prestage", 1), ("canary.upgrade", 0),
+                                   ("rolling.upgrade", 1), ("rolling.verify", 0), ("discard_unused_stage", 2)}, routed
+    wrong = {k: v for k, v in routed.items() if v[0] != v[1]}
+    assert not wrong, wrong
+
 
 def test_canary_failure_rolls_back_and_stops_the_rollout(airflow_base_env, dags_test, sample_cluster, tmp_path):
     env = {**airflow_base_env, "KMIGRATE_OUT": str(tmp_path / "out")}
@@ -72,7 +108,7 @@ def test_canary_failure_rolls_back_and_stops_the_rollout(airflow_base_env, dags_
                            "canary_broker": 1, "dry_run": False, "approval": "auto"}, tmp_path / "dag.log")
     log = (tmp_path / "dag.log").read_text()
     assert state == "failed", log[-5000:]
-    assert "rollback_canary" in log
+    assert "canary.rollback" in log
     # one verdict: the DAG run failed, and so says its report (the canary's corrupt segment)
     reports = [json.loads(p.read_text()) for p in (tmp_path / "out" / "reports").glob("*/report.json")]
     merged = [r for r in reports if r["dag_id"] == "message_format_upgrade" and r["kind"] == "upgrade"

@@ -211,7 +211,12 @@ def test_preflight_report_of_the_dag_lasts_from_prepare_to_check(tmp_path: Path,
     """The upgrade DAG's preflight report was built after its Spark job and said 0.00 s: it
     starts when the prepare step did, and each partition takes the time its unit took."""
     from migration.migrations.upgrade.preflight import UNIT_KINDS
-    from migration.orchestration.upgrade_rollout import RolloutPlan, check_preflight_step, prepare_preflight_step
+    from migration.orchestration.upgrade_rollout import (
+        RolloutPlan,
+        check_preflight_step,
+        preflight_run_id,
+        prepare_preflight_args,
+    )
     from migration.runtime.engine import get_engine
     from migration.runtime.runs import RunDir
 
@@ -224,12 +229,13 @@ def test_preflight_report_of_the_dag_lasts_from_prepare_to_check(tmp_path: Path,
 
     plan = RolloutPlan(cluster="", canary=1, rest=[], options=UpgradeOptions(target="v2", dry_run=True),
                        log_dirs={1: [str(log_dir)]})
-    rid = prepare_preflight_step(plan, "manual__2026-11-23T03:00:00+00:00")
+    prepare_preflight_args(plan, 1, "manual__2026-11-23T03:00:00+00:00")
+    rid = preflight_run_id("manual__2026-11-23T03:00:00+00:00", 1)
     time.sleep(0.3)  # the Spark job and the scheduler between the two tasks
     rd = RunDir(rid)
     units, options = rd.read_job()
     rd.write_results(get_engine("inline").run(units, options, kinds=UNIT_KINDS))
-    check_preflight_step(plan, "manual__2026-11-23T03:00:00+00:00")
+    check_preflight_step(plan, 1, "manual__2026-11-23T03:00:00+00:00")
 
     from migration.audit.store import ReportStore
 

@@ -213,6 +213,10 @@ def test_the_next_window_waits_until_the_previous_broker_holds_its_lock_again(sa
     assert decision == "wait" and why.startswith("broker 1 is not running yet"), why
     assert str(sample_cluster.broker_log_dirs[1]) in why
     _run(sample_cluster, holders, 1, tmp_path)
+    # A lock is a process's on the broker's host: the gate, on the next broker's host, goes by what
+    # broker 1's host saw (its wait_started, plugins/kmigrate_operators.py), not by a look of its own.
+    assert rollout_gate(plan, 2, DAG_RUN)[0] == "wait"
+    assert rollout.confirm_running(window_dir(DAG_RUN, 1), plan.log_dirs[1]) == []
     assert rollout_gate(plan, 2, DAG_RUN) == ("go", "")
 
 
@@ -321,12 +325,14 @@ def test_a_rollback_with_nothing_to_roll_back_discards_the_stage_too(sample_clus
     assert (window_dir(DAG_RUN, 1) / rollout.FAILED_MARKER).exists()
 
 
-def test_the_final_report_discards_the_stages_of_brokers_whose_window_never_ran(sample_cluster):
+def test_the_stages_of_brokers_whose_window_never_ran_are_discarded_and_reported(sample_cluster):
     plan = _plan(sample_cluster)
     _window_done(1)
-    ours = _stage(plan, 1, 100)  # its window began: its end (or its rollback) removes it, not the report
+    ours = _stage(plan, 1, 100)  # its window began: its end (or its rollback) removes it, not this step
     unused = {2: _stage(plan, 2, 2048), 3: _stage(plan, 3, 3072)}
-    report = rollout.final_report(plan, "message_format_upgrade", DAG_RUN)
+    said = [rollout.discard_unused_stage(plan, b, DAG_RUN) for b in (1, 2, 3)]
+    assert said[0] is None and all(said[1:]), said
+    report = rollout.final_report(plan, "message_format_upgrade", DAG_RUN, said)
     saved = ReportStore().load(run_id_for(DAG_RUN))
     for r in (report, saved):
         notes = [w.message for w in r.warnings]
