@@ -14,6 +14,7 @@ from kmigrate_operators import DEFAULT_ARGS, MigrationSparkJobOperator, default_
 
 from migration.orchestration import tiered_schedule as tier
 from migration.orchestration.common import dag_run_verdict
+from migration.runtime.airflow_policy import route
 from migration.settings import adopt_home, airflow_home_lookups
 
 # Runs, reports and sessions live in kmigrate's home: KMIGRATE_HOME, else [kmigrate] home of the
@@ -56,10 +57,16 @@ with DAG(
         return get_current_context()["dag_run"].run_id
 
     @task
-    def brokers() -> list[int]:
-        return tier.brokers_step(_params())
+    def plan() -> dict:
+        return tier.plan_step(_params())
 
-    @task_group(group_id="broker")
+    @task
+    def brokers(planned: dict) -> list[int]:
+        return planned["brokers"]
+
+    # Each broker's tasks run on its host: the cluster policy sends each instance to the queue
+    # plan's routes give its broker (migration/runtime/airflow_policy.py).
+    @task_group(group_id="broker", default_args={"executor_config": route("all")})
     def per_broker(broker_id: int):
         @task
         def discover(broker_id: int) -> dict:
@@ -98,4 +105,4 @@ with DAG(
         ctx = get_current_context()
         return dag_run_verdict(tier.final_report(_params(), ctx["dag"].dag_id, _run_id()), "tiered-storage readiness")
 
-    per_broker.expand(broker_id=brokers()) >> report()
+    per_broker.expand(broker_id=brokers(plan())) >> report()

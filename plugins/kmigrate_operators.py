@@ -8,6 +8,7 @@ import asyncio
 import os
 import time
 from collections.abc import AsyncIterator, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -27,6 +28,7 @@ from migration.runtime.airflow_adapter import connection_env
 from migration.settings import ENV_CLUSTER
 
 DEFAULT_ARGS: dict[str, Any] = {"owner": "kafka-platform", "retries": 0}
+TRIGGER_GRACE_S = 300  # beyond a wait's own deadline, before Airflow fails a wait no triggerer ran
 CLUSTER_PARAM_DEFAULT = "{{ var.value.get('kmigrate_cluster', '') }}"
 
 
@@ -103,25 +105,26 @@ class LogDirLockTrigger(BaseTrigger):
     are not (a triggerer of another host)."""
 
     def __init__(self, log_dirs: list[str], deadline: float, poll_s: float = 2.0, *, broker_id: int,
-                 held: bool = False) -> None:
+                 held: bool = False, queue: str | None = None) -> None:
         super().__init__()
         self.log_dirs = list(log_dirs)
         self.deadline = deadline
         self.poll_s = poll_s
         self.broker_id = broker_id
         self.held = held
+        self.queue = queue
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {"log_dirs": self.log_dirs, "deadline": self.deadline, "poll_s": self.poll_s,
-                 "broker_id": self.broker_id, "held": self.held})
+                 "broker_id": self.broker_id, "held": self.held, "queue": self.queue})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from migration.orchestration.cluster import NodeSpec, WrongHost
         from migration.orchestration.upgrade_rollout import live_log_dirs
 
         try:
-            NodeSpec(id=self.broker_id, log_dirs=self.log_dirs).check_on_this_host()
+            NodeSpec(id=self.broker_id, log_dirs=self.log_dirs, queue=self.queue).check_on_this_host()
         except WrongHost as exc:
             yield TriggerEvent({"done": False, "wrong_host": f"triggerer: {exc}", "live": []})
             return
@@ -158,23 +161,41 @@ class BrokerLockSensor(BaseOperator):
         self.poll_s = poll_s
 
     def execute(self, context: Any) -> Any:
-        from migration.orchestration.upgrade_rollout import live_log_dirs
+        from migration.orchestration.cluster import NodeSpec, WrongHost
+        from migration.orchestration.upgrade_rollout import live_log_dirs, take_back_failure
 
         w = self.window
         if "log_dirs" not in w:  # nothing to wait for: the DAG run did not stop this broker
             return {"broker_id": w["broker_id"], self.until: False, "why": w.get("why")}
+        take_back_failure(Path(w["window"]), self.STEP[self.until])  # a retry of this wait
+        # The queue this instance was routed to (the cluster policy): the trigger takes it too.
+        self.queue = context["ti"].queue or self.queue
+        try:  # a lock is seen only on its own host: never report one as released from elsewhere
+            NodeSpec(id=w["broker_id"], log_dirs=w["log_dirs"], queue=self.queue).check_on_this_host()
+        except WrongHost as exc:
+            self._fail(str(exc))
         if self._done(live_log_dirs(w["log_dirs"])):
             return self._complete()
         if self.until == "stopped" and not w.get("managed"):
             self._fail(f"broker {w['broker_id']} is running (lock held: {', '.join(w['log_dirs'])}) and the rollout "
                        "was not asked to stop it: stop it, or trigger with prestage")
         self.log.info("%s", w.get("note") or f"waiting for broker {w['broker_id']} to {self.VERB[self.until]}")
-        # The trigger takes the task's queue (Airflow reads it from the operator): this instance's,
-        # which the cluster policy routed to the broker's host.
-        self.queue = context["ti"].queue or self.queue
+        # Airflow hands the trigger the operator's queue, set above to this instance's. The
+        # deferral's own timeout fails the wait (resume_execution) when no triggerer runs it.
         self.defer(trigger=LogDirLockTrigger(w["log_dirs"], time.time() + w["timeout_s"], self.poll_s,
-                                             broker_id=w["broker_id"], held=self.until == "running"),
-                   method_name="execute_complete")
+                                             broker_id=w["broker_id"], held=self.until == "running",
+                                             queue=self.queue),
+                   method_name="execute_complete",
+                   timeout=timedelta(seconds=w["timeout_s"] + TRIGGER_GRACE_S))
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
+        from airflow.sdk.exceptions import TaskDeferralError, TaskDeferralTimeout
+
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except (TaskDeferralTimeout, TaskDeferralError) as exc:
+            self._fail(f"broker {self.window['broker_id']}: the wait's trigger did not answer ({exc}); is a "
+                       f"triggerer running for queue {self.queue!r} (airflow triggerer --queues {self.queue})?")
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         from migration.orchestration.upgrade_rollout import live_log_dirs
@@ -185,10 +206,13 @@ class BrokerLockSensor(BaseOperator):
                        "triggerer on each broker host for its queue (docs/operations.md, \"One worker per broker "
                        "host\")")
         if not event.get("done") or not self._done(live_log_dirs(w["log_dirs"])):
-            state = "still held" if self.until == "stopped" else "not held"
+            live = event.get("live") or []
+            if self.until == "stopped":
+                state = f"still held ({', '.join(live or w['log_dirs'])})"
+            else:
+                state = f"not held ({', '.join(sorted(set(w['log_dirs']) - set(live)))})"
             self._fail(f"broker {w['broker_id']} did not {self.VERB[self.until]} within stop_timeout_s="
-                       f"{w['timeout_s']} s: its log dir lock is {state} "
-                       f"({', '.join(event.get('live') or w['log_dirs'])})")
+                       f"{w['timeout_s']} s: its log dir lock is {state}")
         return self._complete()
 
     def _done(self, live: list[str]) -> bool:

@@ -246,8 +246,14 @@ def _lock_key(log_dir: str | os.PathLike[str]) -> str:
     return str((Path(log_dir) / names.LOCK_FILE).resolve())
 
 
-def _holder_file(log_dir: str | os.PathLike[str]) -> Path:
-    return locks_dir() / (hashlib.sha1(_lock_key(log_dir).encode()).hexdigest() + ".json")
+def _holder_file(log_dir: str | os.PathLike[str], *, host: str | None = None) -> Path:
+    """Where kmigrate records the run holding ``log_dir``'s lock: one record per host and lock,
+    since a home shared by several hosts sees the same log dir path on each, another disk behind
+    it (docs/operations.md, "One worker per broker host"). ``host=""``: the name records had
+    before they were per host."""
+    name = socket.gethostname() if host is None else host
+    key = f"{name}:{_lock_key(log_dir)}" if name else _lock_key(log_dir)
+    return locks_dir() / (hashlib.sha1(key.encode()).hexdigest() + ".json")
 
 
 def process_start(pid: int) -> int | None:
@@ -268,12 +274,20 @@ def _process_name(pid: int) -> str | None:
 
 
 def read_lock_holder(log_dir: str | os.PathLike[str]) -> LockHolder | None:
-    """kmigrate's record for ``log_dir``; an unreadable or unknown-version one counts as none."""
-    try:
-        holder = LockHolder.model_validate_json(_holder_file(log_dir).read_text())
-    except (OSError, ValueError):
-        return None
-    return holder if holder.version == HOLDER_VERSION else None
+    """kmigrate's record for ``log_dir`` on this host; an unreadable or unknown-version one
+    counts as none. A record of an earlier version, named by the path alone, counts when this
+    host wrote it."""
+    for host in (None, ""):
+        try:
+            holder = LockHolder.model_validate_json(_holder_file(log_dir, host=host).read_text())
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError):
+            return None
+        if holder.version != HOLDER_VERSION or (host == "" and holder.host != socket.gethostname()):
+            return None  # (by the earlier name: another host's record of its own disk)
+        return holder
+    return None
 
 
 def lock_holder_pid(log_dir: str | os.PathLike[str]) -> int | None:
@@ -356,6 +370,13 @@ class LogDirLock:
         hf = _holder_file(self.log_dir)
         durable_mkdir(hf.parent)
         durable_replace(hf, record.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")
+        earlier = _holder_file(self.log_dir, host="")
+        if earlier.exists():
+            try:  # this host's record by its earlier name: this one replaces it, as it replaced it then
+                if LockHolder.model_validate_json(earlier.read_text()).host == record.host:
+                    durable_unlink(earlier)
+            except (OSError, ValueError):
+                pass
         return True
 
     def release(self) -> None:

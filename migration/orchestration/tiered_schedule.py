@@ -27,6 +27,7 @@ from migration.orchestration.common import (
     run_id_for,
 )
 from migration.orchestration.incremental import begin_incremental, finish_incremental, load_plan, session_info
+from migration.runtime.airflow_policy import ROUTES
 from migration.runtime.runs import RunDir
 
 SNAPSHOTS_JOB = "job-snapshots.json"
@@ -50,11 +51,14 @@ def params_of(raw: dict[str, Any]) -> TierParams:
     return dag_params(TierParams, raw)
 
 
-def brokers_step(raw: dict[str, Any]) -> list[int]:
-    """The DAG's first task: the Spark connection checked, then the brokers to work on."""
+def plan_step(raw: dict[str, Any]) -> dict[str, Any]:
+    """The DAG's first task: the Spark connection checked, then the brokers to work on and the
+    queue of each one's host, which the cluster policy routes the broker's tasks by
+    (migration/runtime/airflow_policy.py)."""
     desc = load_cluster(raw.get("cluster"))
     check_spark_connection(desc)
-    return _wanted_brokers(raw, desc)
+    wanted = _wanted_brokers(raw, desc)
+    return {"brokers": wanted, ROUTES: {"all": [desc.node(b).queue for b in wanted]}}
 
 
 def brokers(raw: dict[str, Any]) -> list[int]:
@@ -98,6 +102,7 @@ def discover(raw: dict[str, Any], broker_id: int, dag_run_id: str) -> dict[str, 
 
     p = params_of(raw)
     desc = load_cluster(raw.get("cluster"))
+    desc.node(broker_id).check_on_this_host()  # its tasks run on its host: its log dirs are here
     log_dirs = list(desc.node(broker_id).log_dirs)
     rid = broker_run_id(dag_run_id, broker_id)
     try:

@@ -34,7 +34,7 @@ from migration.migrations.upgrade.plan import load_plan
 from migration.migrations.upgrade.preflight import PreflightPrepare, finalize_preflight, prepare_preflight
 from migration.migrations.upgrade.prestage import PrestageOptions, prestage_upgrade
 from migration.migrations.upgrade.stage import Stage, sweep_deleted
-from migration.orchestration.cluster import NodeSpec
+from migration.orchestration.cluster import NodeSpec, WrongHost
 from migration.orchestration.common import (
     check_spark_connection,
     dag_params,
@@ -338,11 +338,12 @@ def rollback_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[
 
 def rollout_gate(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> tuple[str, str]:
     """("go", "") when every broker before this one is upgraded and verified (and, with a
-    prestage, running again: started, and its log dirs locked again by it: one broker down at a
-    time); ("stop", why) when one failed, was rolled back or its window failed: the rollout
-    stops there; else ("wait", why) while one is still in progress. What stops the rollout is
-    looked for first, in every earlier broker: a broker whose window failed never comes back
-    to what the waits wait for."""
+    prestage, running again: started, and seen holding its log dir locks again on its own host,
+    and again here when its log dirs are here too: one broker down at a time); ("stop", why)
+    when one failed, was rolled back or its window failed: the rollout stops there; else
+    ("wait", why) while one is still in progress. What stops the rollout is looked for first,
+    in every earlier broker: a broker whose window failed never comes back to what the waits
+    wait for."""
     store = ReportStore()
     order = [plan.canary, *plan.rest]
     earlier = order[: order.index(broker_id)]
@@ -385,12 +386,25 @@ def _keeps_the_rollout_waiting(plan: RolloutPlan, broker_id: int, dag_run_id: st
     if plan.prestage:
         if not (window_dir(dag_run_id, broker_id) / STARTED_MARKER).exists():
             return f"broker {broker_id} is not started again yet"
+        dirs = plan.log_dirs[broker_id]
         if not (window_dir(dag_run_id, broker_id) / RUNNING_MARKER).exists():
             # Seen on the broker's own host (its start step, or the wait after it): a lock is
             # a process's on that host, so the gate, on the next broker's host, cannot look.
             return (f"broker {broker_id} is not running yet: no process held the lock of its log dir(s) "
-                    f"{', '.join(plan.log_dirs[broker_id])} when its host last looked")
+                    f"{', '.join(dirs)} when its host last looked")
+        if _on_this_host(plan, broker_id):  # one host for both: look again, it may have stopped since
+            down = sorted(set(dirs) - set(live_log_dirs(dirs)))
+            if down:
+                return f"broker {broker_id} is not running: no process holds the lock of {', '.join(down)}"
     return None
+
+
+def _on_this_host(plan: RolloutPlan, broker_id: int) -> bool:
+    try:
+        check_broker_host(plan, broker_id)
+    except WrongHost:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------- prestage and windows
@@ -415,9 +429,21 @@ def mark_window_failed(marks: Path, step: str, why: str, *, keep: bool = False) 
     RunDir(marks.name, root=marks).write(FAILED_MARKER, {"at": utcnow().isoformat(), "step": step, "why": why})
 
 
-def window_failure(dag_run_id: str, broker_id: int) -> dict[str, Any] | None:
-    """What :func:`mark_window_failed` said about the broker's window (None: no step failed)."""
-    p = window_dir(dag_run_id, broker_id) / FAILED_MARKER
+def take_back_failure(marks: Path, step: str) -> None:
+    """A retry of the window's step ``step``: the failure it marked in ``marks`` is taken back."""
+    failed = window_failure(marks=marks)
+    if failed is not None and failed.get("step") == step:
+        durable_unlink(marks / FAILED_MARKER)
+
+
+def window_failure(dag_run_id: str | None = None, broker_id: int | None = None, *,
+                   marks: Path | None = None) -> dict[str, Any] | None:
+    """What :func:`mark_window_failed` said about the broker's window, by DAG run and broker or
+    by its window dir ``marks`` (None: no step failed)."""
+    if marks is None:
+        assert dag_run_id is not None and broker_id is not None
+        marks = window_dir(dag_run_id, broker_id)
+    p = marks / FAILED_MARKER
     try:
         data = json.loads(p.read_text())
     except FileNotFoundError:
@@ -432,9 +458,7 @@ def _window_step(dag_run_id: str, broker_id: int, step: str) -> Iterator[None]:
     """A step of the broker's window whose failure is the window's (marked before it is raised).
     A retry of the step that failed takes the mark back first."""
     marks = window_dir(dag_run_id, broker_id)
-    failed = window_failure(dag_run_id, broker_id)
-    if failed is not None and failed.get("step") == step:
-        durable_unlink(marks / FAILED_MARKER)
+    take_back_failure(marks, step)
     try:
         yield
     except Exception as exc:
@@ -489,6 +513,21 @@ def stop_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str,
     if not plan.prestage:
         return wait  # the brokers were stopped before the rollout (the preflight refuses a live one)
     with _window_step(dag_run_id, broker_id, "stop"):
+        from migration.runtime.airflow_adapter import triggerer_queues_enabled  # lazy: Airflow only in its tasks
+
+        queue = plan.queues.get(broker_id)
+        if queue and not triggerer_queues_enabled():
+            # the wait after the stop is deferred: on another host's triggerer it would watch a lock
+            # it cannot see, and fail the window with the broker stopped
+            raise Refused(f"broker {broker_id} has queue {queue!r}, but [triggerer] queues_enabled is off: the "
+                          "window's waits would run on any triggerer, not on its host's (docs/operations.md, "
+                          "\"One worker per broker host\"); nothing was stopped")
+        # A new window of this DAG run (its tasks cleared and run again): what said the broker
+        # was started and running again is of the last one, and the next broker's gate reads it.
+        marks = window_dir(dag_run_id, broker_id)
+        for mark in (STARTED_MARKER, RUNNING_MARKER):
+            if (marks / mark).exists():
+                durable_unlink(marks / mark)
         # A last pass while the broker still runs (hours may have gone by since the prestage: the
         # canary, the approval, the brokers before it): what it wrote since, new closed segments
         # and its active segments' new bytes, is staged now instead of converted in the window;

@@ -106,3 +106,13 @@ def skip_task(reason: str) -> NoReturn:
     from airflow.sdk.exceptions import AirflowSkipException
 
     raise AirflowSkipException(reason)
+
+
+def triggerer_queues_enabled() -> bool:
+    """Whether deferred tasks hand their queue to their trigger (``[triggerer] queues_enabled``),
+    so that a triggerer started for that queue alone runs it; False outside Airflow."""
+    try:
+        from airflow.configuration import conf
+    except ImportError:
+        return False
+    return conf.getboolean("triggerer", "queues_enabled", fallback=False)

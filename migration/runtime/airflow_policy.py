@@ -11,11 +11,16 @@ again whenever it copies a task's attributes onto an instance). A route whose do
 exist yet, or names no queue, leaves the task's own queue.
 
 Registered through the ``airflow.policy`` entry point of this package (pyproject.toml), so every
-Airflow process where kmigrate is installed loads it; nothing to copy into the deployment.
+Airflow process where kmigrate is installed loads it; nothing to copy into the deployment. The
+scheduler creates and expands instances, the api-server and ``airflow tasks clear`` clear them
+(which copies the task's queue back, then calls the hook): install kmigrate beside each. With a
+custom XCom backend the ``plan`` row holds a reference, not the routes: the tasks keep their own
+queue.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +34,20 @@ ROUTE = "kmigrate_route"
 ROUTES = "routes"  # the key of the ``from`` task's returned document that holds the routes
 
 hookimpl = pluggy.HookimplMarker("airflow.policy")  # the marker airflow.policies exports, by its project name
+
+
+def _announce() -> None:
+    """Airflow marks its mutation hook as set only for a hook of ``airflow_local_settings``, and
+    skips it where it bulk-creates instances (a DAG run's tasks whose count is known, as after a
+    change of the DAG mid-run): loaded as an entry point (while ``airflow.settings`` initialises),
+    say so too."""
+    settings = sys.modules.get("airflow.settings")
+    hook = getattr(settings, "task_instance_mutation_hook", None)
+    if hook is not None:
+        hook.is_noop = False
+
+
+_announce()
 
 
 def route(key: str, *, source: str = "plan") -> dict[str, Any]:

@@ -108,3 +108,25 @@ def test_the_trigger_refuses_a_host_without_the_brokers_log_dirs(window_env, sam
 async def _first(trigger):
     async for event in trigger.run():
         return event.payload
+
+
+def test_a_wait_no_triggerer_runs_fails_its_window_naming_the_queue(window_env):
+    """Airflow's own deferral timeout (a wait whose queue has no triggerer) fails the window
+    like a broker that does not stop, so the rollout stops instead of hanging."""
+    from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
+
+    stop = {"broker_id": 1, "log_dirs": window_env.log_dirs[1], "timeout_s": 5, "managed": True,
+            "window": str(rollout.window_dir(DAG_RUN, 1))}
+    sensor = BrokerLockSensor(task_id="wait_stopped", window=stop)
+    sensor.queue = "kafka-host-1"
+    with pytest.raises(RuntimeError, match=r"is a triggerer running for queue 'kafka-host-1'"):
+        sensor.resume_execution(TRIGGER_FAIL_REPR, {"error": TriggerFailureReason.TRIGGER_TIMEOUT}, {})
+    assert rollout.window_failure(DAG_RUN, 1)["step"] == "wait_stopped"
+
+
+def test_a_wait_on_another_brokers_host_fails_before_it_looks(window_env, sample_cluster):
+    stop = {"broker_id": 1, "log_dirs": [str(sample_cluster.broker_log_dirs[2])], "timeout_s": 5, "managed": True,
+            "window": str(rollout.window_dir(DAG_RUN, 1))}
+    ti = type("TI", (), {"queue": "kafka-host-1"})()
+    with pytest.raises(RuntimeError, match="belongs to node 2 .*queue \\('kafka-host-1'\\)"):
+        BrokerLockSensor(task_id="wait_stopped", window=stop).execute({"ti": ti})

@@ -5,6 +5,7 @@ and budgeted runs serve every partition in turn."""
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 from support.moto import MotoServer
@@ -32,8 +33,14 @@ def _reports(tmp_path):
     return [json.loads(p.read_text()) for p in sorted((tmp_path / "out" / "reports").glob("*/report.json"))]
 
 
-def test_second_scheduled_run_finds_nothing_dirty_and_submits_no_spark(tier_env, dags_test, sample_cluster, tmp_path):
+def test_second_scheduled_run_finds_nothing_dirty_and_submits_no_spark(tier_env, dags_test, sample_cluster, tmp_path,
+                                                                        private_airflow_home):
     env, server = tier_env
+    env = {**env, "AIRFLOW_HOME": str(private_airflow_home)}
+    desc = json.loads(sample_cluster.description_path.read_text())
+    for node in desc["nodes"]:
+        node["queue"] = f"kafka-host-{node['id']}"  # one worker per broker host
+    sample_cluster.description_path.write_text(json.dumps(desc))
     # One broker keeps the test short; broker 2 holds a v2 partition and legacy ones, which get epoch 0.
     conf = {"cluster": str(sample_cluster.description_path), "bucket": "tiered-dag-test", "brokers": [2],
             "assign_leader_epoch": True}
@@ -41,6 +48,14 @@ def test_second_scheduled_run_finds_nothing_dirty_and_submits_no_spark(tier_env,
     log1 = (tmp_path / "run1.log").read_text()
     assert (rc, state) == (0, "success"), log1[-5000:]
     assert log1.count("Spark-Submit cmd") == 2  # snapshots, then upload
+    # broker 2's tasks were queued on its host's queue (the cluster policy), the others on the default
+    with sqlite3.connect(private_airflow_home / "airflow.db") as db:
+        queues = dict(db.execute("SELECT task_id, queue FROM task_instance WHERE dag_id = ? AND map_index >= 0",
+                                 ("tiered_storage_readiness",)).fetchall())
+        others = {q for (q,) in db.execute("SELECT queue FROM task_instance WHERE dag_id = ? AND map_index < 0",
+                                           ("tiered_storage_readiness",))}
+    assert {t for t in queues if t.startswith("broker.")} >= {"broker.discover", "broker.upload", "broker.finish"}
+    assert set(queues.values()) == {"kafka-host-2"} and others == {"default"}, (queues, others)
     rc, state = dags_test(env, "tiered_storage_readiness", conf, tmp_path / "run2.log")
     log2 = (tmp_path / "run2.log").read_text()
     assert (rc, state) == (0, "success"), log2[-5000:]

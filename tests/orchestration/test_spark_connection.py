@@ -57,6 +57,6 @@ def test_the_tiered_dag_checks_spark_default_in_its_first_task_only(sample_clust
     monkeypatch.setattr(airflow_adapter, "find_connection", lambda conn_id: None)
     raw = {"cluster": str(sample_cluster.description_path)}
     with pytest.raises(SparkConnectionError, match="spark_default is missing"):
-        tiered_schedule.brokers_step(raw)
+        tiered_schedule.plan_step(raw)
     assert tiered_schedule.brokers(raw) == [b.id for b in ClusterDescription.load(sample_cluster.description_path)
                                             .brokers]

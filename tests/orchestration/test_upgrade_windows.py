@@ -35,6 +35,7 @@ from migration.orchestration.upgrade_rollout import (
     window_dir,
 )
 from migration.runtime.runs import RunDir
+from migration.runtime.safety import Refused
 from migration.settings import default_stage_root
 
 DAG_RUN = "manual__2026-11-28T05:00:00.000000+00:00"
@@ -411,3 +412,32 @@ def test_the_stop_step_stages_what_the_broker_wrote_since_the_prestage(sample_cl
     report = ReportStore().load(stage_id_for(DAG_RUN, 1))
     kept = [u for u in report.iter_results() if any(w.code == FindingCode.PRESTAGE_KEPT for w in u.warnings)]
     assert len(kept) == len(staged_before)
+
+
+def test_a_routed_window_needs_the_triggerers_queues_before_it_stops_anything(sample_cluster, monkeypatch):
+    """With a queue, the window's waits must run on the broker's host's triggerer: without
+    ``[triggerer] queues_enabled`` the stop step refuses, and the broker is not stopped."""
+    plan = _plan(sample_cluster)
+    plan.queues[1] = "kafka-host-1"
+    plan.control[1] = BrokerControl(stop=["sh", "-c", "echo stopped > /dev/null"])
+    monkeypatch.setenv("AIRFLOW__TRIGGERER__QUEUES_ENABLED", "False")
+    with pytest.raises(Refused, match="queues_enabled is off.*nothing was stopped"):
+        rollout.stop_broker(plan, 1, DAG_RUN)
+    assert not (window_dir(DAG_RUN, 1) / STOPPED_MARKER).exists()
+    assert rollout.window_failure(DAG_RUN, 1)["step"] == "stop"
+    monkeypatch.setenv("AIRFLOW__TRIGGERER__QUEUES_ENABLED", "True")
+    rollout.stop_broker(plan, 1, DAG_RUN)
+    assert (window_dir(DAG_RUN, 1) / STOPPED_MARKER).exists()
+
+
+def test_a_window_run_again_forgets_that_the_broker_ran_again(sample_cluster):
+    """Its tasks cleared and run again in the same DAG run: the next broker's gate must not go
+    on the marks of the window before (one broker down at a time)."""
+    plan = _plan(sample_cluster)
+    _window_done(1)
+    _mark(1, rollout.RUNNING_MARKER)
+    plan.control[1] = BrokerControl(stop=["true"])
+    rollout.stop_broker(plan, 1, DAG_RUN)
+    for mark in (STARTED_MARKER, rollout.RUNNING_MARKER):
+        assert not (window_dir(DAG_RUN, 1) / mark).exists(), mark
+    assert rollout_gate(plan, 2, DAG_RUN) == ("wait", "broker 1 is not started again yet")

@@ -134,3 +134,59 @@ def test_the_upgrade_journal_and_the_runtime_agree_on_what_is_in_flight():
     from migration.runtime.runs import IN_FLIGHT_STATES
 
     assert {s.value for s in IN_FLIGHT} == IN_FLIGHT_STATES
+
+
+def test_hosts_sharing_a_home_keep_their_own_lock_records(tmp_path, private_out, monkeypatch):
+    """Every broker host has /data/kafka-logs, and the hosts share one home (docs/operations.md,
+    "One worker per broker host"): a run killed on one host neither blocks nor names itself on
+    another, and neither overwrites the other's record."""
+    import socket
+
+    from migration.logdir.model import LogDirLock, read_lock_holder
+
+    log_dir = tmp_path / "kafka-logs"
+    log_dir.mkdir()
+    run = private_out / "runs" / "killed-on-a"
+    (run / "journal").mkdir(parents=True)  # a unit in flight: it blocks every other run on that host
+    (run / "journal" / "u.json").write_text(json.dumps({
+        "unit_id": "u", "partition_dir": str(log_dir / "t-0"), "log_file": "00000000000000000000.log",
+        "base_offset": 0, "state": "cleaned"}))
+    monkeypatch.setattr(socket, "gethostname", lambda: "kafka-host-a")
+    hf = _holder_file(log_dir)
+    hf.parent.mkdir(parents=True, exist_ok=True)
+    hf.write_text(LockHolder(log_dir=str(log_dir), pid=1, pid_start=1, host="kafka-host-a", run_id="killed-on-a",
+                             run_kind="upgrade", blocks_other_runs=True).model_dump_json())
+    with pytest.raises(Refused, match="killed-on-a"):
+        check_not_live([log_dir], run_id="new")
+
+    monkeypatch.setattr(socket, "gethostname", lambda: "kafka-host-b")
+    assert read_lock_holder(log_dir) is None
+    assert check_not_live([log_dir], run_id="on-b") == []
+    with LogDirLock(log_dir, holder={"run_id": "on-b", "run_kind": "upgrade"}):
+        assert read_lock_holder(log_dir).run_id == "on-b"
+    monkeypatch.setattr(socket, "gethostname", lambda: "kafka-host-a")
+    assert read_lock_holder(log_dir).run_id == "killed-on-a"  # host a's record is still its own
+
+
+def test_a_record_by_its_earlier_name_counts_on_its_own_host_only(tmp_path, private_out, monkeypatch):
+    """Records were named by the log dir's path alone before: one this host wrote still names a
+    killed run here (and is replaced by the next run's), one another host wrote says nothing."""
+    import socket
+
+    from migration.logdir.model import LogDirLock, read_lock_holder
+
+    log_dir = tmp_path / "kafka-logs"
+    log_dir.mkdir()
+    monkeypatch.setattr(socket, "gethostname", lambda: "kafka-host-a")
+    earlier = _holder_file(log_dir, host="")
+    earlier.parent.mkdir(parents=True, exist_ok=True)
+    earlier.write_text(LockHolder(log_dir=str(log_dir), pid=1, pid_start=1, host="kafka-host-b", run_id="b's",
+                                  run_kind="upgrade").model_dump_json())
+    assert read_lock_holder(log_dir) is None
+    earlier.write_text(LockHolder(log_dir=str(log_dir), pid=1, pid_start=1, host="kafka-host-a", run_id="a's",
+                                  run_kind="upgrade").model_dump_json())
+    assert read_lock_holder(log_dir).run_id == "a's"
+    assert lock_status(log_dir).interrupted.run_id == "a's"
+    with LogDirLock(log_dir, holder={"run_id": "next", "run_kind": "upgrade"}):
+        assert not earlier.exists()
+    assert read_lock_holder(log_dir) is None
