@@ -188,5 +188,5 @@ with DAG(
     roll = rolling.expand(broker_id=rest)
     pre >> staged >> can >> gate >> [approve_human, approve_auto()] >> rest
     discarded = discard_unused_stage.expand(broker_id=everyone)
-    roll >> discarded
+    [staged, can, roll] >> discarded  # after every prestage and window: none still writes a stage
     report(discarded)

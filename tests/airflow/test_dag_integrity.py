@@ -70,3 +70,27 @@ def test_the_verdict_fails_the_run_exactly_when_the_report_is_not_clean():
     refused.finish()
     with pytest.raises(RuntimeError, match="upgrade report is not clean"):
         dag_run_verdict(refused, "upgrade")
+
+
+UPSTREAM = """
+import json, sys
+from airflow.dag_processing.dagbag import DagBag
+dag = DagBag(sys.argv[1]).dags["message_format_upgrade"]
+print(json.dumps({t: sorted(dag.get_task(t).upstream_task_ids) for t in sys.argv[2:]}))
+"""
+
+
+def test_nothing_touches_a_stage_while_a_prestage_or_window_may_write_it(airflow_base_env):
+    """The stages of brokers whose window never ran are discarded after every prestage and every
+    window ended, whatever failed: a prestage still running when the canary failed, a rollback.
+    Its trigger rule (all_done) waits for its direct upstream tasks only."""
+    env = {**airflow_base_env, "PYTHONPATH": str(ROOT / "plugins")}
+    out = subprocess.run([sys.executable, "-c", UPSTREAM, str(ROOT / "dags"), "discard_unused_stage", "report"],
+                         env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    import json
+
+    upstream = json.loads(out.stdout.strip().splitlines()[-1])
+    for task in ("prestage", "canary.rollback", "canary.wait_started", "rolling.rollback", "rolling.wait_started"):
+        assert task in upstream["discard_unused_stage"], (task, upstream)
+    assert "discard_unused_stage" in upstream["report"]
