@@ -6,7 +6,7 @@ report" tab to every DAG run, whose iframe loads ``/kmigrate-reports/dag-runs/<d
 (Airflow's UI substitutes ``{DAG_ID}`` and ``{RUN_ID}``, URL-encoded). That page is the DAG run's
 own report, the one merging every step's (``merge_reports``; its run id is ``run_id_for`` of the
 DAG run id), with a link to each step's report and to the other reports of the run (the
-preflight, a rollback); before the final report step has run, the newest step's report. The
+preflights, a rollback); before the final report step has run, the newest step's report. The
 links go to ``/dag-runs/<dag id>/<run id>/reports/<report run id>``, added here, so a user who may
 read that DAG's runs may follow them (``/runs/<run id>`` needs access to every DAG's runs).
 

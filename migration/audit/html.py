@@ -442,7 +442,7 @@ ROLE_RELATED = "other report of this DAG run"
 def dag_run_rows(r: Mapping[str, Any], links: Sequence[ReportLink], href: Callable[[str], str]) -> list[dict[str, Any]]:
     """The reports a page links: the DAG run's own report first (on a step's page), then every
     step this report merged (a step without a report is listed, unlinked), then any other
-    report of the DAG run the store holds (the preflight, a rollback)."""
+    report of the DAG run the store holds (each broker's preflight, a rollback)."""
     rows: list[dict[str, Any]] = []
     for link in links:
         if link.merges_steps and link.run_id != r["run_id"]:

@@ -160,7 +160,7 @@ class ReportStore:
         if html:
             from migration.audit.html import render_html  # html pulls in jinja2; JSON-only users skip it
 
-            # A DAG run's report links the other reports of its run (the preflight, rollbacks)
+            # A DAG run's report links the other reports of its run (the preflights, rollbacks)
             # besides the steps it names; a step's stored page is written before its siblings.
             links = self.dag_run_links(report) if report.steps else []
             files.append((REPORT_HTML, render_html(report, links=links).encode(), "text/html; charset=utf-8"))
