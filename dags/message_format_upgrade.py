@@ -87,11 +87,8 @@ with DAG(
             return step(p, broker_id, _run_id())
         return on_broker
 
-    def _on_brokers(key: str) -> dict[str, Any]:
-        """Default args of a group whose tasks run on each broker's host: the cluster policy sends
-        each instance to its broker's queue (plan's ``routes[key]``; migration/runtime/airflow_policy.py)."""
-        return {"executor_config": route(key)}
-
+    # A group whose tasks run on each broker's host: the cluster policy sends each instance to
+    # its broker's queue (plan's routes[key]; migration/runtime/airflow_policy.py).
     @task
     def plan() -> dict:
         return rollout.plan_step(dict(get_current_context()["params"]))
@@ -104,7 +101,7 @@ with DAG(
     def canary_broker(planned: dict) -> list[int]:
         return [planned["canary"]]
 
-    @task_group(group_id="preflight", default_args=_on_brokers("all"))
+    @task_group(group_id="preflight", default_args={"executor_config": route("all")})
     def preflight(broker_id: int):
         args = _broker_step("prepare", rollout.prepare_preflight_args)(broker_id)
         validate = MigrationSparkJobOperator(task_id="validate", application_args=args)
@@ -130,7 +127,7 @@ with DAG(
         started = _broker_step("start", rollout.start_broker, **one)(broker_id)
         ver >> started >> BrokerLockSensor(task_id="wait_started", window=started, until="running", **one)
 
-    @task_group(group_id="canary", default_args=_on_brokers("canary"))
+    @task_group(group_id="canary", default_args={"executor_config": route("canary")})
     def canary(broker_id: int):
         window(broker_id)
 
@@ -154,7 +151,7 @@ with DAG(
     def rest_brokers(planned: dict) -> list[int]:
         return planned["rest"]
 
-    @task_group(group_id="rolling", default_args=_on_brokers("rest"))
+    @task_group(group_id="rolling", default_args={"executor_config": route("rest")})
     def rolling(broker_id: int):
         @task(max_active_tis_per_dagrun=1)
         def gate(broker_id: int) -> str:

@@ -121,7 +121,7 @@ class LogDirLockTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from migration.orchestration.cluster import NodeSpec, WrongHost
-        from migration.orchestration.upgrade_rollout import live_log_dirs
+        from migration.orchestration.upgrade_rollout import live_log_dirs, locks_as_wanted
 
         try:
             NodeSpec(id=self.broker_id, log_dirs=self.log_dirs, queue=self.queue).check_on_this_host()
@@ -130,7 +130,7 @@ class LogDirLockTrigger(BaseTrigger):
             return
         while True:
             live = await asyncio.to_thread(live_log_dirs, self.log_dirs)
-            if (set(live) == set(self.log_dirs)) if self.held else not live:
+            if locks_as_wanted(self.log_dirs, live, held=self.held):
                 yield TriggerEvent({"done": True, "live": live})
                 return
             if time.time() >= self.deadline:
@@ -198,7 +198,7 @@ class BrokerLockSensor(BaseOperator):
                        f"triggerer running for queue {self.queue!r} (airflow triggerer --queues {self.queue})?")
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        from migration.orchestration.upgrade_rollout import live_log_dirs
+        from migration.orchestration.upgrade_rollout import live_log_dirs, unheld_log_dirs
 
         w = self.window
         if event.get("wrong_host"):
@@ -210,13 +210,15 @@ class BrokerLockSensor(BaseOperator):
             if self.until == "stopped":
                 state = f"still held ({', '.join(live or w['log_dirs'])})"
             else:
-                state = f"not held ({', '.join(sorted(set(w['log_dirs']) - set(live)))})"
+                state = f"not held ({', '.join(unheld_log_dirs(w['log_dirs'], live))})"
             self._fail(f"broker {w['broker_id']} did not {self.VERB[self.until]} within stop_timeout_s="
                        f"{w['timeout_s']} s: its log dir lock is {state}")
         return self._complete()
 
     def _done(self, live: list[str]) -> bool:
-        return not live if self.until == "stopped" else set(live) == set(self.window["log_dirs"])
+        from migration.orchestration.upgrade_rollout import locks_as_wanted
+
+        return locks_as_wanted(self.window["log_dirs"], live, held=self.until == "running")
 
     def _complete(self) -> dict[str, Any]:
         if self.until == "running":

@@ -273,21 +273,31 @@ def _process_name(pid: int) -> str | None:
         return None
 
 
+def _read_record(path: Path) -> LockHolder | None:
+    """A lock record; None when there is none (FileNotFoundError is raised) or it is unreadable
+    or of an unknown version."""
+    try:
+        holder = LockHolder.model_validate_json(path.read_text())
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError):
+        return None
+    return holder if holder.version == HOLDER_VERSION else None
+
+
 def read_lock_holder(log_dir: str | os.PathLike[str]) -> LockHolder | None:
     """kmigrate's record for ``log_dir`` on this host; an unreadable or unknown-version one
     counts as none. A record of an earlier version, named by the path alone, counts when this
     host wrote it."""
-    for host in (None, ""):
-        try:
-            holder = LockHolder.model_validate_json(_holder_file(log_dir, host=host).read_text())
-        except FileNotFoundError:
-            continue
-        except (OSError, ValueError):
-            return None
-        if holder.version != HOLDER_VERSION or (host == "" and holder.host != socket.gethostname()):
-            return None  # (by the earlier name: another host's record of its own disk)
-        return holder
-    return None
+    try:
+        return _read_record(_holder_file(log_dir))
+    except FileNotFoundError:
+        pass
+    try:
+        holder = _read_record(_holder_file(log_dir, host=""))
+    except FileNotFoundError:
+        return None
+    return holder if holder is not None and holder.host == socket.gethostname() else None
 
 
 def lock_holder_pid(log_dir: str | os.PathLike[str]) -> int | None:
@@ -371,12 +381,11 @@ class LogDirLock:
         durable_mkdir(hf.parent)
         durable_replace(hf, record.model_dump_json(indent=1).encode(), tmp_suffix=".tmp")
         earlier = _holder_file(self.log_dir, host="")
-        if earlier.exists():
-            try:  # this host's record by its earlier name: this one replaces it, as it replaced it then
-                if LockHolder.model_validate_json(earlier.read_text()).host == record.host:
-                    durable_unlink(earlier)
-            except (OSError, ValueError):
-                pass
+        try:  # this host's record by its earlier name: this one replaces it, as it replaced it then
+            if (found := _read_record(earlier)) is not None and found.host == record.host:
+                durable_unlink(earlier)
+        except FileNotFoundError:
+            pass
         return True
 
     def release(self) -> None:

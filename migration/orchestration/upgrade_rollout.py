@@ -393,7 +393,7 @@ def _keeps_the_rollout_waiting(plan: RolloutPlan, broker_id: int, dag_run_id: st
             return (f"broker {broker_id} is not running yet: no process held the lock of its log dir(s) "
                     f"{', '.join(dirs)} when its host last looked")
         if _on_this_host(plan, broker_id):  # one host for both: look again, it may have stopped since
-            down = sorted(set(dirs) - set(live_log_dirs(dirs)))
+            down = unheld_log_dirs(dirs)
             if down:
                 return f"broker {broker_id} is not running: no process holds the lock of {', '.join(down)}"
     return None
@@ -565,6 +565,17 @@ def live_log_dirs(log_dirs: list[str]) -> list[str]:
     return [d for d in log_dirs if lock_status(d).live]
 
 
+def unheld_log_dirs(log_dirs: list[str], live: list[str] | None = None) -> list[str]:
+    """Those of ``log_dirs`` whose lock no process holds (``live``: what
+    :func:`live_log_dirs` said, else it is asked)."""
+    return sorted(set(log_dirs) - set(live_log_dirs(log_dirs) if live is None else live))
+
+
+def locks_as_wanted(log_dirs: list[str], live: list[str], *, held: bool) -> bool:
+    """Every lock of the broker held (``held``: it runs), or none (it stopped)."""
+    return not unheld_log_dirs(log_dirs, live) if held else not live
+
+
 def start_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str, Any]:
     """End the broker's window once it is verified: run its ``start`` command and wait until
     the broker holds its log dirs' locks again (at most ``stop_timeout_s``), or say the
@@ -606,7 +617,7 @@ def start_broker(plan: RolloutPlan, broker_id: int, dag_run_id: str) -> dict[str
 def confirm_running(marks: Path, log_dirs: list[str]) -> list[str]:
     """On the broker's host: the log dirs whose lock no process holds; none: the broker runs
     again, and the window dir ``marks`` says so (what :func:`rollout_gate` waits for)."""
-    down = sorted(set(log_dirs) - set(live_log_dirs(log_dirs)))
+    down = unheld_log_dirs(log_dirs)
     if not down:
         RunDir(marks.name, root=marks).write(RUNNING_MARKER, {"at": utcnow().isoformat(), "log_dirs": log_dirs})
     return down
@@ -616,7 +627,7 @@ def _wait_running(broker_id: int, log_dirs: list[str], deadline: float, timeout_
     """Until a process holds the lock of every one of ``log_dirs`` (a broker holds them while
     it runs), or fail naming ``stop_timeout_s`` at ``deadline`` (time.monotonic())."""
     while True:
-        down = sorted(set(log_dirs) - set(live_log_dirs(log_dirs)))
+        down = unheld_log_dirs(log_dirs)
         if not down:
             return
         if time.monotonic() >= deadline:

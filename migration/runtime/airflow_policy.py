@@ -55,11 +55,16 @@ def route(key: str, *, source: str = "plan") -> dict[str, Any]:
     return {ROUTE: {"from": source, "key": key}}
 
 
+def _spec(executor_config: Any) -> Mapping[str, Any] | None:
+    spec = executor_config.get(ROUTE) if isinstance(executor_config, Mapping) else None
+    return spec if isinstance(spec, Mapping) else None
+
+
 def routed_queue(executor_config: Any, document: Any, map_index: int) -> str | None:
     """The queue of the instance ``map_index`` (-1: unmapped, the route's first) of a task with
     ``executor_config``, given the ``from`` task's result; None when it has no route there."""
-    spec = executor_config.get(ROUTE) if isinstance(executor_config, Mapping) else None
-    if not isinstance(spec, Mapping) or not isinstance(document, Mapping):
+    spec = _spec(executor_config)
+    if spec is None or not isinstance(document, Mapping):
         return None
     queues = (document.get(ROUTES) or {}).get(spec.get("key"))
     index = max(map_index, 0)
@@ -70,8 +75,7 @@ def routed_queue(executor_config: Any, document: Any, map_index: int) -> str | N
 
 
 def route_source(executor_config: Any) -> str | None:
-    spec = executor_config.get(ROUTE) if isinstance(executor_config, Mapping) else None
-    source = spec.get("from") if isinstance(spec, Mapping) else None
+    source = (_spec(executor_config) or {}).get("from")
     return source if isinstance(source, str) else None
 
 
